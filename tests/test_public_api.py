@@ -1,0 +1,48 @@
+"""The curated namespaces stay exact, and importing the harness loads nothing from Jupyter."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import types
+
+import pytest
+
+import tinyagents_nb
+import tinyagents_nb.harness as harness
+
+JUPYTER_MODULES = ("IPython", "ipykernel", "ipywidgets", "traitlets", "comm", "zmq")
+
+
+def public_names(module: types.ModuleType) -> list[str]:
+    return sorted(name for name in vars(module) if not name.startswith("_") and name != "annotations")
+
+
+def test_harness_all_is_sorted_and_exact() -> None:
+    assert harness.__all__ == sorted(harness.__all__)
+    assert sorted(harness.__all__) == public_names(harness)
+
+
+def test_every_public_harness_name_is_defined_in_a_private_module() -> None:
+    for name in harness.__all__:
+        obj = getattr(harness, name)
+        if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
+            assert obj.__module__.startswith("tinyagents_nb.harness._"), (name, obj.__module__)
+
+
+def test_top_level_exports() -> None:
+    assert "__version__" in tinyagents_nb.__all__
+
+
+@pytest.mark.parametrize("module", ["tinyagents_nb", "tinyagents_nb.harness"])
+def test_import_in_a_fresh_interpreter_loads_no_jupyter_module(module: str) -> None:
+    code = (
+        f"import sys, {module}\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {JUPYTER_MODULES!r})\n"
+        "heavy = sorted(m for m in ('pandas', 'genai_prices', 'tiktoken', 'httpx') if m in sys.modules)\n"
+        "print(repr((bad, heavy)))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    bad, heavy = eval(out)
+    assert bad == [], f"importing {module} loaded Jupyter modules: {bad}"
+    assert heavy == [], f"importing {module} eagerly loaded heavy modules: {heavy}"

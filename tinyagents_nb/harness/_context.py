@@ -1,0 +1,435 @@
+"""The run context: what a run knows at run time, and how nested runs inherit it.
+
+``RunConfig`` is the serializable, frozen part (identities, tags, metadata, limits); ``RunContext``
+adds the live handles (stores, event sink, usage and cost trackers, cache registry, cancellation
+token, context-window budget) and the typed application data. Nothing here is global: a nested call
+gets everything through ``RunContext.child``, which follows the seed's inheritance rules:
+
+================================  ==========================================================
+root run id                       same as the parent's
+parent run id                     the parent's run id
+thread id                         kept unless overridden
+event sink, cancellation, stores  the same objects (one stream, one Stop, one database)
+usage, cost, cache registry       the same objects (so a subtree's cost rolls up)
+tags                              parent's, then local ones, without duplicates
+metadata, configurable            parent's merged with local (local wins)
+limits (timeout, caps, depth cap) inherited; depth is parent's + 1, capped by ``max_depth``
+================================  ==========================================================
+
+The parent's config is never mutated: a child gets a new frozen ``RunConfig``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Generic, TypeVar, cast, overload
+
+from ._cancel import CancellationToken
+from ._cost import CostRecord, CostTracker
+from ._errors import ConfigurationError, SubAgentDepthError
+from ._events import AgentEvent, CostRecorded, UsageRecorded
+from ._ids import RunId, ThreadId
+from ._json import FrozenJson, freeze_json_object, thaw_json
+from ._sink import EventSink
+from ._stores import CacheRegistry, StoreRegistry
+from ._usage import Usage, UsageTracker
+from ._window import ContextWindow
+
+__all__ = ["DataT", "RunConfig", "RunContext"]
+
+DataT = TypeVar("DataT")
+"""The application's typed context data carried by ``RunContext.data``."""
+ChildDataT = TypeVar("ChildDataT")
+EventT = TypeVar("EventT", bound=AgentEvent)
+
+DEFAULT_MAX_DEPTH = 8
+
+
+def _check_count(name: str, value: object, *, allow_none: bool = True) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be an int, got {type(value).__name__}")
+    if value < 0:
+        raise ConfigurationError(f"{name} must be >= 0, got {value}")
+
+
+def _normalize_tags(tags: Sequence[object], what: str = "tags") -> tuple[str, ...]:
+    if isinstance(tags, str):
+        raise ConfigurationError(
+            f"{what} must be a sequence of strings, not a single string (did you mean ({tags!r},)?)"
+        )
+    seen: dict[str, None] = {}
+    for tag in tags:
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(f"{what} must be non-empty strings, got {tag!r}")
+        seen.setdefault(tag, None)
+    return tuple(seen)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunConfig:
+    """Identity, classification and limits of one run; frozen and JSON round-trippable.
+
+    Attributes:
+        run_id: This run; generated when omitted.
+        thread_id: The conversation this run belongs to, if any.
+        parent_run_id: The run that spawned this one (``None`` for a root run).
+        root_run_id: The root of the recursion tree; defaults to ``run_id``.
+        tags: Classification labels, inherited by children.
+        metadata: JSON app metadata, inherited and merged by children.
+        configurable: JSON runtime settings for models/tools, inherited and merged by children.
+        timeout_s: Wall-clock budget for the run, in seconds.
+        max_model_calls: Cap on model calls (``None``: the harness policy decides).
+        max_tool_calls: Cap on tool calls (``None``: the harness policy decides).
+        max_turn_output_tokens: Upper bound on each request's output tokens.
+        depth: Position in the recursion tree (0 for a root run).
+        max_depth: The deepest a descendant may run.
+    """
+
+    run_id: str = field(default_factory=RunId.new)
+    thread_id: str | None = None
+    parent_run_id: str | None = None
+    root_run_id: str | None = None
+    tags: Sequence[str] = ()
+    metadata: Mapping[str, FrozenJson] = field(default_factory=dict)
+    configurable: Mapping[str, FrozenJson] = field(default_factory=dict)
+    timeout_s: float | None = None
+    max_model_calls: int | None = None
+    max_tool_calls: int | None = None
+    max_turn_output_tokens: int | None = None
+    depth: int = 0
+    max_depth: int = DEFAULT_MAX_DEPTH
+
+    def __post_init__(self) -> None:
+        setattr_ = object.__setattr__
+        setattr_(self, "run_id", RunId(self.run_id))
+        if self.thread_id is not None:
+            setattr_(self, "thread_id", ThreadId(self.thread_id))
+        if self.parent_run_id is not None:
+            setattr_(self, "parent_run_id", RunId(self.parent_run_id))
+        setattr_(self, "root_run_id", RunId(self.root_run_id) if self.root_run_id is not None else self.run_id)
+        setattr_(self, "tags", _normalize_tags(self.tags))
+        setattr_(self, "metadata", freeze_json_object(self.metadata, what="metadata"))
+        setattr_(self, "configurable", freeze_json_object(self.configurable, what="configurable"))
+        if self.timeout_s is not None:
+            if isinstance(self.timeout_s, bool) or not isinstance(self.timeout_s, int | float):
+                raise ConfigurationError(f"timeout_s must be a number of seconds, got {type(self.timeout_s).__name__}")
+            if not self.timeout_s > 0:
+                raise ConfigurationError(f"timeout_s must be > 0, got {self.timeout_s}")
+        for name in ("max_model_calls", "max_tool_calls", "max_turn_output_tokens"):
+            _check_count(name, getattr(self, name))
+        if self.max_turn_output_tokens == 0:
+            raise ConfigurationError("max_turn_output_tokens must be >= 1")
+        _check_count("depth", self.depth, allow_none=False)
+        _check_count("max_depth", self.max_depth, allow_none=False)
+        if self.depth > self.max_depth:
+            raise ConfigurationError(f"depth {self.depth} is beyond max_depth {self.max_depth}")
+        if self.parent_run_id is None and self.root_run_id != self.run_id:
+            raise ConfigurationError("a run with a root_run_id other than its own must name its parent_run_id")
+
+    @property
+    def root(self) -> RunId:
+        """The root run id (never ``None`` once constructed)."""
+        return cast(RunId, self.root_run_id or self.run_id)
+
+    def child(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, object] | None = None,
+        configurable: Mapping[str, object] | None = None,
+    ) -> RunConfig:
+        """The config of a nested run, by the inheritance rules; raises ``SubAgentDepthError`` past ``max_depth``."""
+        depth = self.depth + 1
+        if depth > self.max_depth:
+            raise SubAgentDepthError(self.max_depth)
+        return RunConfig(
+            run_id=RunId(run_id) if run_id is not None else RunId.new(),
+            thread_id=ThreadId(thread_id) if thread_id is not None else self.thread_id,
+            parent_run_id=self.run_id,
+            root_run_id=self.root,
+            tags=(*self.tags, *_normalize_tags(tags)),
+            metadata={**self.metadata, **(metadata or {})},
+            configurable={**self.configurable, **(configurable or {})},
+            timeout_s=self.timeout_s,
+            max_model_calls=self.max_model_calls,
+            max_tool_calls=self.max_tool_calls,
+            max_turn_output_tokens=self.max_turn_output_tokens,
+            depth=depth,
+            max_depth=self.max_depth,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain JSON-able dict (the inverse of ``from_dict``)."""
+        return {
+            "run_id": str(self.run_id),
+            "thread_id": None if self.thread_id is None else str(self.thread_id),
+            "parent_run_id": None if self.parent_run_id is None else str(self.parent_run_id),
+            "root_run_id": str(self.root),
+            "tags": list(self.tags),
+            "metadata": thaw_json(self.metadata),
+            "configurable": thaw_json(self.configurable),
+            "timeout_s": self.timeout_s,
+            "max_model_calls": self.max_model_calls,
+            "max_tool_calls": self.max_tool_calls,
+            "max_turn_output_tokens": self.max_turn_output_tokens,
+            "depth": self.depth,
+            "max_depth": self.max_depth,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RunConfig:
+        """Rebuild a config from ``to_dict`` output; unknown keys are an error, not silently dropped."""
+        unknown = set(data) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise ConfigurationError(f"unknown RunConfig field(s): {', '.join(sorted(unknown))}")
+        return cls(**data)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str | bytes) -> RunConfig:
+        return cls.from_dict(json.loads(text))
+
+
+class _Inherit:
+    def __repr__(self) -> str:
+        return "<inherit>"
+
+
+_INHERIT: Any = _Inherit()
+
+
+class RunContext(Generic[DataT]):
+    """Everything a run knows at run time; pass it to nested calls, never reach for a global.
+
+    Build a root context with ``RunContext(config=..., data=...)`` (fresh handles for anything not
+    given) and nested ones with ``child()``.
+    """
+
+    __slots__ = ("cache", "cancellation", "config", "context_window", "costs", "data", "events", "stores", "usage")
+
+    config: RunConfig
+    data: DataT
+    stores: StoreRegistry
+    events: EventSink
+    usage: UsageTracker
+    costs: CostTracker
+    cache: CacheRegistry
+    cancellation: CancellationToken
+    context_window: ContextWindow | None
+
+    @overload
+    def __init__(
+        self: RunContext[None],
+        *,
+        config: RunConfig | None = None,
+        stores: StoreRegistry | None = None,
+        events: EventSink | None = None,
+        usage: UsageTracker | None = None,
+        costs: CostTracker | None = None,
+        cache: CacheRegistry | None = None,
+        cancellation: CancellationToken | None = None,
+        context_window: ContextWindow | None = None,
+    ) -> None: ...
+
+    @overload
+    def __init__(
+        self,
+        *,
+        data: DataT,
+        config: RunConfig | None = None,
+        stores: StoreRegistry | None = None,
+        events: EventSink | None = None,
+        usage: UsageTracker | None = None,
+        costs: CostTracker | None = None,
+        cache: CacheRegistry | None = None,
+        cancellation: CancellationToken | None = None,
+        context_window: ContextWindow | None = None,
+    ) -> None: ...
+
+    def __init__(
+        self,
+        *,
+        data: Any = None,
+        config: RunConfig | None = None,
+        stores: StoreRegistry | None = None,
+        events: EventSink | None = None,
+        usage: UsageTracker | None = None,
+        costs: CostTracker | None = None,
+        cache: CacheRegistry | None = None,
+        cancellation: CancellationToken | None = None,
+        context_window: ContextWindow | None = None,
+    ) -> None:
+        self.config = config if config is not None else RunConfig()
+        if not isinstance(self.config, RunConfig):
+            raise ConfigurationError(f"config must be a RunConfig, got {type(self.config).__name__}")
+        self.data = data
+        self.stores = stores if stores is not None else StoreRegistry()
+        self.events = events if events is not None else EventSink()
+        self.usage = usage if usage is not None else UsageTracker()
+        self.costs = costs if costs is not None else CostTracker()
+        self.cache = cache if cache is not None else CacheRegistry()
+        self.cancellation = cancellation if cancellation is not None else CancellationToken()
+        self.context_window = context_window
+
+    # ---------------------------------------------------------------------------- identity
+    # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
+    @property
+    def run_id(self) -> RunId:
+        return cast(RunId, self.config.run_id)
+
+    @property
+    def thread_id(self) -> ThreadId | None:
+        return cast(ThreadId | None, self.config.thread_id)
+
+    @property
+    def parent_run_id(self) -> RunId | None:
+        return cast(RunId | None, self.config.parent_run_id)
+
+    @property
+    def root_run_id(self) -> RunId:
+        return self.config.root
+
+    @property
+    def depth(self) -> int:
+        return self.config.depth
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        return tuple(self.config.tags)
+
+    @property
+    def metadata(self) -> Mapping[str, FrozenJson]:
+        return self.config.metadata
+
+    # ---------------------------------------------------------------------------- derivation
+    @overload
+    def child(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, object] | None = None,
+        configurable: Mapping[str, object] | None = None,
+    ) -> RunContext[DataT]: ...
+
+    @overload
+    def child(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, object] | None = None,
+        configurable: Mapping[str, object] | None = None,
+        data: ChildDataT,
+    ) -> RunContext[ChildDataT]: ...
+
+    def child(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None = None,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, object] | None = None,
+        configurable: Mapping[str, object] | None = None,
+        data: Any = _INHERIT,
+    ) -> RunContext[Any]:
+        """Derive a nested run's context by the inheritance rules (see the module docstring)."""
+        config = self.config.child(
+            run_id=run_id, thread_id=thread_id, tags=tags, metadata=metadata, configurable=configurable
+        )
+        self.usage.register_run(config.run_id, config.parent_run_id)
+        return RunContext(
+            config=config,
+            data=self.data if data is _INHERIT else data,
+            stores=self.stores,
+            events=self.events,
+            usage=self.usage,
+            costs=self.costs,
+            cache=self.cache,
+            cancellation=self.cancellation,
+            context_window=self.context_window,
+        )
+
+    def with_cancellation(self, token: CancellationToken) -> RunContext[DataT]:
+        """The same context (same handles and config) with ``token`` installed as its cancellation."""
+        clone = self._copy()
+        clone.cancellation = token
+        return clone
+
+    def with_config(self, **changes: Any) -> RunContext[DataT]:
+        """The same handles with a config changed by ``dataclasses.replace`` (the original stays as it was)."""
+        clone = self._copy()
+        clone.config = replace(self.config, **changes)
+        return clone
+
+    def _copy(self) -> RunContext[DataT]:
+        clone: RunContext[DataT] = object.__new__(RunContext)
+        for name in RunContext.__slots__:
+            object.__setattr__(clone, name, getattr(self, name))
+        return clone
+
+    # ---------------------------------------------------------------------------- events
+    def emit(self, event_type: type[EventT], /, **fields: Any) -> EventT:
+        """Build an event stamped with this run's lineage and emit it on the shared sink."""
+        config = self.config
+        event = event_type(
+            run_id=config.run_id,
+            parent_run_id=config.parent_run_id,
+            root_run_id=config.root_run_id or config.run_id,
+            depth=config.depth,
+            **fields,
+        )
+        self.events.emit(event)
+        return event
+
+    def record_usage(
+        self, usage: Usage, *, model: str, provider: str | None = None, call_id: str | None = None
+    ) -> CostRecord:
+        """Record one model call's usage and cost against this run and emit ``usage.recorded``/``cost.recorded``.
+
+        The trackers are shared with the whole tree, so the call counts towards every ancestor's subtree.
+        """
+        cfg = self.config
+        root = cfg.root_run_id or cfg.run_id
+        self.usage.record(
+            run_id=cfg.run_id,
+            parent_run_id=cfg.parent_run_id,
+            root_run_id=root,
+            depth=cfg.depth,
+            usage=usage,
+            model=model,
+            provider=provider,
+            call_id=call_id,
+        )
+        cost = self.costs.record(
+            run_id=cfg.run_id,
+            parent_run_id=cfg.parent_run_id,
+            root_run_id=root,
+            depth=cfg.depth,
+            usage=usage,
+            model=model,
+            provider=provider,
+            call_id=call_id,
+        )
+        self.emit(UsageRecorded, call_id=call_id, model=model, usage=usage)
+        self.emit(CostRecorded, call_id=call_id, model=model, usd=None if cost.cost is None else cost.cost.total_usd)
+        return cost
+
+    def __repr__(self) -> str:
+        cfg = self.config
+        parts = [f"run_id={str(cfg.run_id)!r}", f"depth={cfg.depth}"]
+        if cfg.parent_run_id is not None:
+            parts.append(f"parent_run_id={str(cfg.parent_run_id)!r}")
+        if cfg.thread_id is not None:
+            parts.append(f"thread_id={str(cfg.thread_id)!r}")
+        return f"RunContext({', '.join(parts)})"

@@ -1,0 +1,225 @@
+"""Every error the harness raises, in one tree.
+
+```
+TinyAgentsError
+├── ConfigurationError (ValueError)      bad input, caught at construction
+│   ├── InvalidIdError                   an identifier that is empty, too long or has whitespace
+│   └── ToolDefinitionError              a function that cannot become a tool
+├── ModelNotFound (LookupError)          a model name no registry, profile or provider knows
+└── RunError                             a run ended without a normal completion
+    ├── Cancelled                        cooperative cancellation was observed
+    │   └── RunCancelled                 ... carrying the partial transcript and usage
+    ├── LimitExceeded                    a fail-closed cap tripped (model/tool calls, depth, ...)
+    │   └── RunTimeout (TimeoutError)    the wall-clock budget ran out
+    ├── SubAgentDepthError               a child would run deeper than ``max_depth``
+    ├── ContextLimitError                the request cannot be made to fit the context window
+    ├── SteeringError                    a steering command was rejected
+    ├── ToolError                        a tool failed and the policy says the run fails
+    ├── StructuredOutputError            the final answer does not match the requested schema
+    └── ProviderError                    a model provider answered with an error
+```
+
+Signals the loop understands are errors too, so ``except TinyAgentsError`` catches everything the
+harness means; Python's own ``asyncio.CancelledError`` is never swallowed or converted here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._messages import Message
+    from ._usage import Usage
+
+__all__ = [
+    "Cancelled",
+    "ConfigurationError",
+    "ContextLimitError",
+    "InvalidIdError",
+    "LimitExceeded",
+    "ModelNotFound",
+    "ProviderError",
+    "RunCancelled",
+    "RunError",
+    "RunTimeout",
+    "SteeringError",
+    "StructuredOutputError",
+    "SubAgentDepthError",
+    "TinyAgentsError",
+    "ToolDefinitionError",
+    "ToolError",
+]
+
+
+class TinyAgentsError(Exception):
+    """Root of every error the harness raises.
+
+    Attributes:
+        hint: A one-line suggestion for the person reading the error, or ``None``.
+    """
+
+    hint: str | None = None
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        if hint is not None:
+            self.hint = hint
+
+    @property
+    def message(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class ConfigurationError(TinyAgentsError, ValueError):
+    """A value passed to a constructor is invalid; raised before any run starts."""
+
+
+class InvalidIdError(ConfigurationError):
+    """An identifier is empty, too long, or contains whitespace or control characters."""
+
+
+class ToolDefinitionError(ConfigurationError):
+    """A Python callable cannot be turned into a tool (e.g. an unannotated parameter)."""
+
+
+class ModelNotFound(TinyAgentsError, LookupError):
+    """No profile, registry entry or provider knows this model name."""
+
+    def __init__(self, model: str, *, hint: str | None = None, detail: str | None = None) -> None:
+        text = f"unknown model {model!r}" + (f": {detail}" if detail else "")
+        super().__init__(text, hint=hint)
+        self.model = model
+
+
+class RunError(TinyAgentsError):
+    """A run ended without completing normally."""
+
+
+class Cancelled(RunError):
+    """Cooperative cancellation was observed at a checkpoint."""
+
+    def __init__(self, reason: str | None = None) -> None:
+        super().__init__("run cancelled" + (f": {reason}" if reason else ""))
+        self.reason = reason
+
+
+class RunCancelled(Cancelled):
+    """A run ended cancelled; it carries what was produced before the cancel.
+
+    Attributes:
+        run_id: The cancelled run.
+        messages: The partial transcript at the moment cancellation was observed.
+        usage: Usage recorded by the run (and its sub-agents) before the cancel.
+    """
+
+    def __init__(
+        self,
+        reason: str | None = None,
+        *,
+        run_id: str,
+        messages: Sequence[Message] = (),
+        usage: Usage | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.run_id = run_id
+        self.messages: tuple[Message, ...] = tuple(messages)
+        self.usage = usage
+
+
+class LimitExceeded(RunError):
+    """A fail-closed limit tripped.
+
+    Attributes:
+        limit: Which limit: ``"model_calls"``, ``"tool_calls"``, ``"wall_clock"``, ``"depth"``, ...
+        maximum: The configured cap, when it is a count.
+    """
+
+    def __init__(self, limit: str, message: str, *, maximum: float | None = None) -> None:
+        super().__init__(f"limit exceeded: {message}")
+        self.limit = limit
+        self.maximum = maximum
+
+
+class RunTimeout(LimitExceeded, TimeoutError):
+    """The run's wall-clock budget ran out."""
+
+    def __init__(self, message: str, *, timeout_s: float | None = None) -> None:
+        super().__init__("wall_clock", message, maximum=timeout_s)
+
+
+class SubAgentDepthError(RunError):
+    """A nested run would exceed the recursion cap."""
+
+    def __init__(self, max_depth: int) -> None:
+        super().__init__(
+            f"sub-agent recursion exceeded the maximum depth of {max_depth}",
+            hint="raise max_depth on the RunConfig or restructure the delegation",
+        )
+        self.max_depth = max_depth
+
+
+class ContextLimitError(RunError):
+    """The request does not fit the model's context window and nothing more may be dropped."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        model: str | None = None,
+        estimated_tokens: int | None = None,
+        limit_tokens: int | None = None,
+    ) -> None:
+        super().__init__(message, hint="start a new thread, enable summarization, or use a model with a larger window")
+        self.model = model
+        self.estimated_tokens = estimated_tokens
+        self.limit_tokens = limit_tokens
+
+
+class SteeringError(RunError):
+    """A steering command was not allowed by the run's steering policy, or is malformed."""
+
+
+class ToolError(RunError):
+    """A tool failed and the run's tool-error policy is to fail the run."""
+
+    def __init__(self, message: str, *, tool_name: str | None = None, call_id: str | None = None) -> None:
+        super().__init__(message)
+        self.tool_name = tool_name
+        self.call_id = call_id
+
+
+class StructuredOutputError(RunError):
+    """The model's final answer does not validate against the requested output type."""
+
+
+class ProviderError(RunError):
+    """A model provider returned an error or the connection to it failed.
+
+    Attributes:
+        status: The HTTP status code, or ``None`` for transport failures.
+        retryable: Whether a retry may succeed (network, timeout, 429 that is not a quota, 5xx).
+        retry_after_s: The provider's requested wait, when it sent one.
+        provider: The provider's name, e.g. ``"openai"``.
+        code: The provider's machine-readable error code, when given.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retryable: bool = False,
+        retry_after_s: float | None = None,
+        provider: str | None = None,
+        model: str | None = None,
+        code: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        super().__init__(message, hint=hint)
+        self.status = status
+        self.retryable = retryable
+        self.retry_after_s = retry_after_s
+        self.provider = provider
+        self.model = model
+        self.code = code

@@ -1,0 +1,301 @@
+"""The event catalogue: one frozen dataclass per lifecycle boundary.
+
+Every event carries its run's lineage (``run_id``, ``parent_run_id``, ``root_run_id``, ``depth``) and a
+wall-clock ``ts``, so one shared sink can show a whole recursion tree and a journal can rebuild it
+off-process. ``kind`` is a stable dotted string (``"model.delta"``); journals, trajectory asserts and
+the notebook dashboard filter on it, so kinds are never renamed.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from decimal import Decimal
+from typing import Any, Literal
+
+from ._messages import MessageDelta
+from ._usage import Usage
+
+__all__ = [
+    "AgentEvent",
+    "CacheHit",
+    "CacheMiss",
+    "ContextPressure",
+    "CostRecorded",
+    "FallbackUsed",
+    "LimitReached",
+    "MemoryLoaded",
+    "MemorySaved",
+    "ModelCompleted",
+    "ModelDelta",
+    "ModelFailed",
+    "ModelStarted",
+    "RetryScheduled",
+    "RunCancelledEvent",
+    "RunCompleted",
+    "RunFailed",
+    "RunStarted",
+    "SteeringApplied",
+    "SubAgentCompleted",
+    "SubAgentReused",
+    "SubAgentStarted",
+    "ToolCompleted",
+    "ToolFailed",
+    "ToolStarted",
+    "UsageRecorded",
+    "event_to_dict",
+]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AgentEvent:
+    """Base of every event: what happened (``kind``), in which run of the tree, and when."""
+
+    kind: str = "event"
+    run_id: str
+    parent_run_id: str | None = None
+    root_run_id: str
+    depth: int = 0
+    ts: float = field(default_factory=time.time)
+
+
+# ------------------------------------------------------------------------------------------ run
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunStarted(AgentEvent):
+    kind: Literal["run.started"] = "run.started"
+    thread_id: str | None = None
+    model: str | None = None
+    input: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunCompleted(AgentEvent):
+    kind: Literal["run.completed"] = "run.completed"
+    final_text: str = ""
+    usage: Usage = field(default_factory=Usage)
+    model_calls: int = 0
+    tool_calls: int = 0
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunFailed(AgentEvent):
+    kind: Literal["run.failed"] = "run.failed"
+    error_type: str
+    error: str
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunCancelledEvent(AgentEvent):
+    """The run ended cancelled (named with ``Event`` to stay apart from the ``RunCancelled`` error)."""
+
+    kind: Literal["run.cancelled"] = "run.cancelled"
+    reason: str | None = None
+    duration_s: float = 0.0
+
+
+# ------------------------------------------------------------------------------------------ model
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelStarted(AgentEvent):
+    kind: Literal["model.started"] = "model.started"
+    call_id: str
+    model: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelDelta(AgentEvent):
+    kind: Literal["model.delta"] = "model.delta"
+    call_id: str
+    delta: MessageDelta
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelCompleted(AgentEvent):
+    kind: Literal["model.completed"] = "model.completed"
+    call_id: str
+    model: str
+    usage: Usage = field(default_factory=Usage)
+    finish_reason: str | None = None
+    duration_s: float = 0.0
+    cached: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelFailed(AgentEvent):
+    kind: Literal["model.failed"] = "model.failed"
+    call_id: str
+    model: str
+    error_type: str
+    error: str
+    attempt: int = 1
+
+
+# ------------------------------------------------------------------------------------------ tool
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolStarted(AgentEvent):
+    kind: Literal["tool.started"] = "tool.started"
+    call_id: str
+    tool_name: str
+    arguments: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCompleted(AgentEvent):
+    kind: Literal["tool.completed"] = "tool.completed"
+    call_id: str
+    tool_name: str
+    output: str = ""
+    is_error: bool = False
+    duration_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolFailed(AgentEvent):
+    kind: Literal["tool.failed"] = "tool.failed"
+    call_id: str
+    tool_name: str
+    error_type: str
+    error: str
+    duration_s: float = 0.0
+
+
+# ------------------------------------------------------------------------------------------ sub-agents
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubAgentStarted(AgentEvent):
+    """Emitted by the parent run; ``child_run_id`` is the node it adds to the tree."""
+
+    kind: Literal["subagent.started"] = "subagent.started"
+    name: str
+    child_run_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubAgentCompleted(AgentEvent):
+    kind: Literal["subagent.completed"] = "subagent.completed"
+    name: str
+    child_run_id: str
+    status: str = "completed"
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SubAgentReused(AgentEvent):
+    kind: Literal["subagent.reused"] = "subagent.reused"
+    name: str
+    turn: int
+
+
+# ------------------------------------------------------------------------------------------ accounting
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UsageRecorded(AgentEvent):
+    kind: Literal["usage.recorded"] = "usage.recorded"
+    call_id: str | None = None
+    model: str | None = None
+    usage: Usage = field(default_factory=Usage)
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CostRecorded(AgentEvent):
+    """``usd`` is ``None`` when the model's price is unknown (never reported as zero)."""
+
+    kind: Literal["cost.recorded"] = "cost.recorded"
+    call_id: str | None = None
+    model: str | None = None
+    usd: Decimal | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LimitReached(AgentEvent):
+    kind: Literal["limit.reached"] = "limit.reached"
+    limit: str
+    maximum: float | None = None
+
+
+# ------------------------------------------------------------------------------------------ resilience
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RetryScheduled(AgentEvent):
+    kind: Literal["retry.scheduled"] = "retry.scheduled"
+    call_id: str
+    attempt: int
+    delay_s: float
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class FallbackUsed(AgentEvent):
+    kind: Literal["fallback.used"] = "fallback.used"
+    call_id: str
+    from_model: str
+    to_model: str
+    error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheHit(AgentEvent):
+    kind: Literal["cache.hit"] = "cache.hit"
+    call_id: str
+    key: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CacheMiss(AgentEvent):
+    kind: Literal["cache.miss"] = "cache.miss"
+    call_id: str
+    key: str
+
+
+# ------------------------------------------------------------------------------------------ control and context
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SteeringApplied(AgentEvent):
+    kind: Literal["steering.applied"] = "steering.applied"
+    command: str
+    accepted: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ContextPressure(AgentEvent):
+    """One action of the context-pressure chain, with the estimate before and after it."""
+
+    kind: Literal["context.pressure"] = "context.pressure"
+    action: str
+    tokens_before: int
+    tokens_after: int
+    limit_tokens: int = 0
+    removed_messages: int = 0
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemoryLoaded(AgentEvent):
+    kind: Literal["memory.loaded"] = "memory.loaded"
+    thread_id: str | None = None
+    messages: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MemorySaved(AgentEvent):
+    kind: Literal["memory.saved"] = "memory.saved"
+    thread_id: str | None = None
+    messages: int = 0
+
+
+def event_to_dict(event: AgentEvent) -> dict[str, Any]:
+    """A JSON-able dict of an event (Decimals as strings, nested dataclasses as dicts)."""
+    return {f.name: _jsonable(getattr(event, f.name)) for f in fields(event)}
+
+
+def _jsonable(value: Any) -> Any:
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, Decimal):
+        return str(value)
+    if hasattr(value, "__dataclass_fields__"):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return repr(value)

@@ -1,0 +1,250 @@
+"""Provider-neutral chat shapes: messages, content blocks, tool calls and streaming deltas.
+
+Messages are frozen keyword-only dataclasses tagged by ``role`` (blocks and deltas by ``type``) so
+the loop can share them between transcripts without copying. Pydantic is used only at the edge, to
+round-trip a transcript through JSON losslessly (``dump_messages`` / ``load_messages``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Annotated, Any, Literal, TypeAlias
+
+from pydantic import Field, TypeAdapter
+
+__all__ = [
+    "RETRIEVED_TAG",
+    "AssistantMessage",
+    "ContentBlock",
+    "ImageRef",
+    "JsonBlock",
+    "Message",
+    "MessageDelta",
+    "SystemMessage",
+    "TextBlock",
+    "TextDelta",
+    "ThinkingBlock",
+    "ThinkingDelta",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolMessage",
+    "UserMessage",
+    "dump_messages",
+    "load_messages",
+    "messages_from_json",
+    "messages_to_json",
+]
+
+RETRIEVED_TAG = "retrieved"
+"""Tag on messages that carry retrieved, nonessential context: the pressure chain drops these first."""
+
+JsonValue: TypeAlias = Any
+"""A value that survives ``json.dumps``; kept as ``Any`` because recursive aliases defeat pydantic here."""
+
+
+# ------------------------------------------------------------------------------------------ blocks
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextBlock:
+    """Plain text content."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class JsonBlock:
+    """Structured JSON content, e.g. a tool's machine-readable result."""
+
+    data: JsonValue
+    type: Literal["json"] = "json"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ImageRef:
+    """A reference to an image (URL or ``data:`` URI); the bytes are never inlined in the transcript."""
+
+    url: str
+    media_type: str | None = None
+    detail: Literal["auto", "low", "high"] | None = None
+    type: Literal["image"] = "image"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingBlock:
+    """Model reasoning; ``signature`` is the provider's opaque token for replaying it."""
+
+    text: str
+    signature: str | None = None
+    type: Literal["thinking"] = "thinking"
+
+
+ContentBlock: TypeAlias = Annotated[TextBlock | JsonBlock | ImageRef | ThinkingBlock, Field(discriminator="type")]
+
+
+# ------------------------------------------------------------------------------------------ tool calls
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCall:
+    """A model's request to run one tool.
+
+    Attributes:
+        id: The provider's call id; the tool result answers it.
+        name: The requested tool name (may be unknown to the registry).
+        arguments: Parsed JSON arguments.
+        raw_arguments: The argument text as received when it was not a JSON object, so a malformed call
+            is reported to the model verbatim instead of being lost.
+    """
+
+    id: str
+    name: str
+    arguments: Mapping[str, JsonValue] = field(default_factory=dict)
+    raw_arguments: str | None = None
+
+    @property
+    def arguments_valid(self) -> bool:
+        return self.raw_arguments is None
+
+    @classmethod
+    def from_json_arguments(cls, *, id: str, name: str, arguments: str) -> ToolCall:
+        """Build a call from the wire's JSON argument string, keeping the raw text if it does not parse."""
+        text = arguments.strip() or "{}"
+        try:
+            parsed = json.loads(text)
+        except ValueError:
+            return cls(id=id, name=name, arguments={}, raw_arguments=arguments)
+        if not isinstance(parsed, dict):
+            return cls(id=id, name=name, arguments={}, raw_arguments=arguments)
+        return cls(id=id, name=name, arguments=parsed)
+
+
+# ------------------------------------------------------------------------------------------ messages
+def _freeze_seq(obj: object, name: str) -> None:
+    value = getattr(obj, name)
+    if not isinstance(value, tuple):
+        object.__setattr__(obj, name, tuple(value))
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SystemMessage:
+    """Instructions for the model; kept by every trimming and pressure action."""
+
+    text: str
+    tags: Sequence[str] = ()
+    role: Literal["system"] = "system"
+
+    def __post_init__(self) -> None:
+        _freeze_seq(self, "tags")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class UserMessage:
+    """A user turn: text plus optional extra blocks (images, JSON)."""
+
+    text: str = ""
+    blocks: Sequence[ContentBlock] = ()
+    name: str | None = None
+    tags: Sequence[str] = ()
+    role: Literal["user"] = "user"
+
+    def __post_init__(self) -> None:
+        _freeze_seq(self, "blocks")
+        _freeze_seq(self, "tags")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class AssistantMessage:
+    """A model turn: text, tool calls and, when the provider exposes it, reasoning."""
+
+    text: str = ""
+    tool_calls: Sequence[ToolCall] = ()
+    reasoning: str | None = None
+    blocks: Sequence[ContentBlock] = ()
+    tags: Sequence[str] = ()
+    role: Literal["assistant"] = "assistant"
+
+    def __post_init__(self) -> None:
+        _freeze_seq(self, "tool_calls")
+        _freeze_seq(self, "blocks")
+        _freeze_seq(self, "tags")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolMessage:
+    """The result of one tool call; always follows the assistant message that made the call."""
+
+    tool_call_id: str
+    name: str
+    text: str
+    is_error: bool = False
+    blocks: Sequence[ContentBlock] = ()
+    tags: Sequence[str] = ()
+    role: Literal["tool"] = "tool"
+
+    def __post_init__(self) -> None:
+        _freeze_seq(self, "blocks")
+        _freeze_seq(self, "tags")
+
+
+Message: TypeAlias = Annotated[
+    SystemMessage | UserMessage | AssistantMessage | ToolMessage, Field(discriminator="role")
+]
+
+
+# ------------------------------------------------------------------------------------------ deltas
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    """A fragment of assistant text."""
+
+    text: str
+    type: Literal["text"] = "text"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ThinkingDelta:
+    """A fragment of model reasoning."""
+
+    text: str
+    type: Literal["thinking"] = "thinking"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallDelta:
+    """A fragment of a tool call; fragments with the same ``index`` belong to one call."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+    type: Literal["tool_call"] = "tool_call"
+
+
+MessageDelta: TypeAlias = Annotated[TextDelta | ThinkingDelta | ToolCallDelta, Field(discriminator="type")]
+
+
+# ------------------------------------------------------------------------------------------ JSON edge
+@cache
+def _adapter() -> TypeAdapter[list[Message]]:
+    return TypeAdapter(list[Message])
+
+
+def dump_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Messages as JSON-able dicts (the inverse of ``load_messages``)."""
+    dumped: list[dict[str, Any]] = _adapter().dump_python(list(messages), mode="json")
+    return dumped
+
+
+def load_messages(data: Sequence[Mapping[str, Any]]) -> list[Message]:
+    """Validate JSON-able dicts back into messages; raises ``pydantic.ValidationError`` on bad input."""
+    return _adapter().validate_python(list(data))
+
+
+def messages_to_json(messages: Sequence[Message]) -> str:
+    """Serialize a transcript to a JSON string."""
+    return _adapter().dump_json(list(messages)).decode()
+
+
+def messages_from_json(text: str | bytes) -> list[Message]:
+    """Parse a transcript serialized by ``messages_to_json``."""
+    return _adapter().validate_json(text)

@@ -1,0 +1,1 @@
+"""ipywidgets views of harness runs: the live run dashboard and its panes."""
