@@ -15,7 +15,11 @@ JUPYTER_MODULES = ("IPython", "ipykernel", "ipywidgets", "traitlets", "comm", "z
 
 
 def public_names(module: types.ModuleType) -> list[str]:
-    return sorted(name for name in vars(module) if not name.startswith("_") and name != "annotations")
+    return sorted(
+        name
+        for name, value in vars(module).items()
+        if not name.startswith("_") and name != "annotations" and not isinstance(value, types.ModuleType)
+    )
 
 
 def test_harness_all_is_sorted_and_exact() -> None:
@@ -28,6 +32,12 @@ def test_every_public_harness_name_is_defined_in_a_private_module() -> None:
         obj = getattr(harness, name)
         if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
             assert obj.__module__.startswith("tinyagents_nb.harness._"), (name, obj.__module__)
+
+
+def test_testkit_namespace_is_exact() -> None:
+    from tinyagents_nb.harness import testkit
+
+    assert testkit.__all__ == sorted(testkit.__all__) == public_names(testkit)
 
 
 def test_top_level_exports() -> None:

@@ -416,3 +416,16 @@ def test_empty_dataframe_keeps_columns_and_dtypes() -> None:
     assert frame.empty
     assert list(frame.columns) == COLUMNS
     assert str(frame.dtypes["total_usd"]) == "float64"
+
+
+def test_testkit_provider_is_free_not_unknown() -> None:
+    from decimal import Decimal
+
+    from tinyagents_nb.harness._cost import CostTracker
+    from tinyagents_nb.harness._usage import Usage
+
+    tracker = CostTracker()
+    cost, source = tracker.price("scripted", Usage(input_tokens=10, output_tokens=5), provider="test")
+    assert source == "free"
+    assert cost is not None
+    assert cost.total_usd == Decimal(0)

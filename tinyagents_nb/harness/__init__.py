@@ -1,13 +1,26 @@
 """The TinyAgents harness: typed run context, agent loop, models, tools, events, usage and cost.
 
-Everything public is importable from here; the ``_modules`` behind it are private. This package
-imports nothing from IPython, ipykernel, ipywidgets or traitlets.
+Everything public is importable from here; the ``_modules`` behind it are private, and
+``tinyagents_nb.harness.testkit`` holds the fakes for tests. This package imports nothing from
+IPython, ipykernel, ipywidgets or traitlets.
 """
 
 from __future__ import annotations
 
+from ._builtin_middleware import (
+    LoggingMiddleware as LoggingMiddleware,
+    MessageTrimMiddleware as MessageTrimMiddleware,
+    PromptCacheGuardMiddleware as PromptCacheGuardMiddleware,
+    UsageAccountingMiddleware as UsageAccountingMiddleware,
+)
 from ._cancel import (
     CancellationToken as CancellationToken,
+)
+from ._clock import (
+    RANDOM_IDS as RANDOM_IDS,
+    SYSTEM_CLOCK as SYSTEM_CLOCK,
+    Clock as Clock,
+    IdSource as IdSource,
 )
 from ._context import (
     RunConfig as RunConfig,
@@ -34,11 +47,14 @@ from ._errors import (
     RunError as RunError,
     RunTimeout as RunTimeout,
     SteeringError as SteeringError,
+    StoreError as StoreError,
     StructuredOutputError as StructuredOutputError,
     SubAgentDepthError as SubAgentDepthError,
     TinyAgentsError as TinyAgentsError,
+    ToolArgumentsError as ToolArgumentsError,
     ToolDefinitionError as ToolDefinitionError,
     ToolError as ToolError,
+    UnknownToolError as UnknownToolError,
 )
 from ._events import (
     AgentEvent as AgentEvent,
@@ -69,6 +85,12 @@ from ._events import (
     UsageRecorded as UsageRecorded,
     event_to_dict as event_to_dict,
 )
+from ._harness import (
+    AgentHarness as AgentHarness,
+    AgentInput as AgentInput,
+    AgentStream as AgentStream,
+    RunPolicy as RunPolicy,
+)
 from ._ids import (
     CallId as CallId,
     CellId as CellId,
@@ -77,6 +99,10 @@ from ._ids import (
     RunId as RunId,
     SessionId as SessionId,
     ThreadId as ThreadId,
+)
+from ._limits import (
+    LimitTracker as LimitTracker,
+    RunLimits as RunLimits,
 )
 from ._messages import (
     RETRIEVED_TAG as RETRIEVED_TAG,
@@ -100,6 +126,10 @@ from ._messages import (
     messages_from_json as messages_from_json,
     messages_to_json as messages_to_json,
 )
+from ._middleware import (
+    Middleware as Middleware,
+    MiddlewareStack as MiddlewareStack,
+)
 from ._model import (
     ChatModel as ChatModel,
     ModelRequest as ModelRequest,
@@ -113,6 +143,41 @@ from ._model import (
     ToolSchema as ToolSchema,
     collect_stream as collect_stream,
 )
+from ._openai import (
+    OpenAIChatModel as OpenAIChatModel,
+)
+from ._profile import (
+    ModelProfile as ModelProfile,
+    StructuredOutputSupport as StructuredOutputSupport,
+)
+from ._providers import (
+    ModelRegistry as ModelRegistry,
+    ProviderSpec as ProviderSpec,
+    known_providers as known_providers,
+    profile_for as profile_for,
+    resolve_model as resolve_model,
+)
+from ._response_cache import (
+    InMemoryResponseCache as InMemoryResponseCache,
+    ResponseCache as ResponseCache,
+    ResponseCacheStats as ResponseCacheStats,
+    SQLiteResponseCache as SQLiteResponseCache,
+    StoreResponseCache as StoreResponseCache,
+    cache_key as cache_key,
+)
+from ._retry import (
+    FallbackPolicy as FallbackPolicy,
+    RateLimiter as RateLimiter,
+    RetryPolicy as RetryPolicy,
+    call_with_retry as call_with_retry,
+    is_retryable as is_retryable,
+)
+from ._run import (
+    AgentRun as AgentRun,
+    HarnessRunStatus as HarnessRunStatus,
+    RunPhase as RunPhase,
+    RunStatus as RunStatus,
+)
 from ._sink import (
     EventListener as EventListener,
     EventSink as EventSink,
@@ -124,8 +189,16 @@ from ._stores import (
     Namespace as Namespace,
     SQLiteStore as SQLiteStore,
     Store as Store,
-    StoreError as StoreError,
     StoreRegistry as StoreRegistry,
+)
+from ._structured import (
+    OutputSpec as OutputSpec,
+    StructuredOutput as StructuredOutput,
+    StructuredStrategy as StructuredStrategy,
+    extract_structured as extract_structured,
+    is_structured_call as is_structured_call,
+    prepare_request as prepare_request,
+    strategy_for_profile as strategy_for_profile,
 )
 from ._tokens import (
     EstimatorStats as EstimatorStats,
@@ -134,6 +207,21 @@ from ._tokens import (
     TokenEstimator as TokenEstimator,
     estimate_tokens as estimate_tokens,
     tokenizer_for_model as tokenizer_for_model,
+)
+from ._tools import (
+    FunctionTool as FunctionTool,
+    Injected as Injected,
+    Tool as Tool,
+    ToolRegistry as ToolRegistry,
+    ToolResult as ToolResult,
+    tool as tool,
+)
+from ._trim import (
+    KeepFirstAndLast as KeepFirstAndLast,
+    KeepLast as KeepLast,
+    MaxTokens as MaxTokens,
+    TrimStrategy as TrimStrategy,
+    trim_messages as trim_messages,
 )
 from ._usage import (
     Usage as Usage,
@@ -149,6 +237,10 @@ from ._window import (
 
 __all__ = [
     "AgentEvent",
+    "AgentHarness",
+    "AgentInput",
+    "AgentRun",
+    "AgentStream",
     "AssistantMessage",
     "CacheHit",
     "CacheMiss",
@@ -158,6 +250,7 @@ __all__ = [
     "Cancelled",
     "CellId",
     "ChatModel",
+    "Clock",
     "ConfigurationError",
     "ContentBlock",
     "ContextLimitError",
@@ -174,33 +267,58 @@ __all__ = [
     "EventListener",
     "EventSink",
     "EventSubscription",
+    "FallbackPolicy",
     "FallbackUsed",
+    "FunctionTool",
+    "HarnessRunStatus",
     "HeuristicCounter",
+    "IdSource",
     "Identifier",
     "ImageRef",
+    "InMemoryResponseCache",
     "InMemoryStore",
+    "Injected",
     "InvalidIdError",
     "JsonBlock",
+    "KeepFirstAndLast",
+    "KeepLast",
     "LimitExceeded",
     "LimitReached",
+    "LimitTracker",
+    "LoggingMiddleware",
+    "MaxTokens",
     "MemoryLoaded",
     "MemorySaved",
     "Message",
     "MessageDelta",
+    "MessageTrimMiddleware",
+    "Middleware",
+    "MiddlewareStack",
     "ModelCompleted",
     "ModelDelta",
     "ModelFailed",
     "ModelNotFound",
     "ModelPricing",
+    "ModelProfile",
+    "ModelRegistry",
     "ModelRequest",
     "ModelResponse",
     "ModelStarted",
     "ModelStreamItem",
     "Namespace",
+    "OpenAIChatModel",
+    "OutputSpec",
     "PriceSource",
+    "PromptCacheGuardMiddleware",
     "ProviderError",
+    "ProviderSpec",
+    "RANDOM_IDS",
     "RETRIEVED_TAG",
+    "RateLimiter",
+    "ResponseCache",
+    "ResponseCacheStats",
     "ResponseFormat",
+    "RetryPolicy",
     "RetryScheduled",
     "RunCancelled",
     "RunCancelledEvent",
@@ -210,19 +328,29 @@ __all__ = [
     "RunError",
     "RunFailed",
     "RunId",
+    "RunLimits",
+    "RunPhase",
+    "RunPolicy",
     "RunStarted",
+    "RunStatus",
     "RunTimeout",
+    "SQLiteResponseCache",
     "SQLiteStore",
+    "SYSTEM_CLOCK",
     "SessionId",
     "SteeringApplied",
     "SteeringError",
     "Store",
     "StoreError",
     "StoreRegistry",
+    "StoreResponseCache",
     "StreamAccumulator",
     "StreamFinish",
     "StreamUsage",
+    "StructuredOutput",
     "StructuredOutputError",
+    "StructuredOutputSupport",
+    "StructuredStrategy",
     "SubAgentCompleted",
     "SubAgentDepthError",
     "SubAgentReused",
@@ -236,6 +364,8 @@ __all__ = [
     "TinyAgentsError",
     "TokenCounter",
     "TokenEstimator",
+    "Tool",
+    "ToolArgumentsError",
     "ToolCall",
     "ToolCallDelta",
     "ToolChoice",
@@ -244,22 +374,39 @@ __all__ = [
     "ToolError",
     "ToolFailed",
     "ToolMessage",
+    "ToolRegistry",
+    "ToolResult",
     "ToolSchema",
     "ToolStarted",
+    "TrimStrategy",
+    "UnknownToolError",
     "Usage",
+    "UsageAccountingMiddleware",
     "UsageRecord",
     "UsageRecorded",
     "UsageTracker",
     "UserMessage",
+    "cache_key",
+    "call_with_retry",
     "collect_stream",
     "context_window_for",
     "dump_messages",
     "estimate_tokens",
     "event_to_dict",
+    "extract_structured",
+    "is_retryable",
+    "is_structured_call",
+    "known_providers",
     "load_messages",
     "messages_from_json",
     "messages_to_json",
+    "prepare_request",
+    "profile_for",
     "register_context_window",
+    "resolve_model",
+    "strategy_for_profile",
     "tokenizer_for_model",
+    "tool",
+    "trim_messages",
     "unregister_context_window",
 ]

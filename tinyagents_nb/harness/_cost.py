@@ -33,7 +33,8 @@ __all__ = [
     "PriceSource",
 ]
 
-PriceSource = Literal["genai-prices", "override", "unknown"]
+PriceSource = Literal["genai-prices", "override", "free", "unknown"]
+"""Where a price came from; ``free`` is the testkit's fake provider, whose calls are known to cost nothing."""
 """Where a call's price came from; ``"unknown"`` means nobody knew it."""
 
 _MTOK: Final = Decimal(1_000_000)
@@ -42,6 +43,7 @@ _MTOK: Final = Decimal(1_000_000)
 _GENAI_PROVIDER_ALIASES: Final = {"xai": "x-ai"}
 # Local runtimes: a model name like "mistral" must not be priced at the hosted API's rate.
 _UNPRICED_PROVIDERS: Final = frozenset({"ollama"})
+_FREE_PROVIDERS: Final = frozenset({"test"})  # testkit fakes: known to cost nothing, so 0 is the truth here
 # Prefixes split off "provider:model" strings; only these, since Ollama tags contain colons.
 _PROVIDER_PREFIXES: Final = frozenset(
     {"openai", "anthropic", "deepseek", "groq", "xai", "openrouter", "together", "mistral", "ollama"}
@@ -256,6 +258,9 @@ class CostTracker(_Ledger[CostRecord, CostTotals]):
             known_miss = (provider, model) in self._unknown
         if pricing is not None:
             return pricing.cost(usage), "override", False
+        if provider is not None and provider.lower() in _FREE_PROVIDERS:
+            zero = Decimal(0)
+            return CostBreakdown(input_usd=zero, output_usd=zero, total_usd=zero), "free", False
         if self._use_genai_prices and not known_miss:
             # Outside the lock: the first lookup loads the price table (~0.3 s).
             cost = self._genai_cost(model, usage, provider)

@@ -6,6 +6,7 @@ TinyAgentsError
 │   ├── InvalidIdError                   an identifier that is empty, too long or has whitespace
 │   └── ToolDefinitionError              a function that cannot become a tool
 ├── ModelNotFound (LookupError)          a model name no registry, profile or provider knows
+├── StoreError                           a store is closed, locked past its timeout, or the disk failed
 └── RunError                             a run ended without a normal completion
     ├── Cancelled                        cooperative cancellation was observed
     │   └── RunCancelled                 ... carrying the partial transcript and usage
@@ -15,6 +16,8 @@ TinyAgentsError
     ├── ContextLimitError                the request cannot be made to fit the context window
     ├── SteeringError                    a steering command was rejected
     ├── ToolError                        a tool failed and the policy says the run fails
+    │   ├── UnknownToolError             the model asked for a tool that is not registered
+    │   └── ToolArgumentsError           the model's arguments do not parse or validate
     ├── StructuredOutputError            the final answer does not match the requested schema
     └── ProviderError                    a model provider answered with an error
 ```
@@ -44,11 +47,14 @@ __all__ = [
     "RunError",
     "RunTimeout",
     "SteeringError",
+    "StoreError",
     "StructuredOutputError",
     "SubAgentDepthError",
     "TinyAgentsError",
     "ToolDefinitionError",
+    "ToolArgumentsError",
     "ToolError",
+    "UnknownToolError",
 ]
 
 
@@ -90,6 +96,10 @@ class ModelNotFound(TinyAgentsError, LookupError):
         text = f"unknown model {model!r}" + (f": {detail}" if detail else "")
         super().__init__(text, hint=hint)
         self.model = model
+
+
+class StoreError(TinyAgentsError):
+    """A store could not be read or written: it is closed, locked past its timeout, or the disk failed."""
 
 
 class RunError(TinyAgentsError):
@@ -187,6 +197,14 @@ class ToolError(RunError):
         super().__init__(message)
         self.tool_name = tool_name
         self.call_id = call_id
+
+
+class UnknownToolError(ToolError):
+    """The model asked for a tool that is not registered (by default reported back to the model)."""
+
+
+class ToolArgumentsError(ToolError):
+    """The model's tool arguments are not a JSON object or fail validation (by default reported back)."""
 
 
 class StructuredOutputError(RunError):

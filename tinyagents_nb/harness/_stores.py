@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Generic, Literal, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
-from ._errors import ConfigurationError, TinyAgentsError
+from ._errors import ConfigurationError, StoreError
 
 __all__ = [
     "CacheRegistry",
@@ -38,7 +38,6 @@ __all__ = [
     "Namespace",
     "SQLiteStore",
     "Store",
-    "StoreError",
     "StoreRegistry",
 ]
 
@@ -54,10 +53,6 @@ _SEP = "\x1f"  # joins namespace segments in SQLite; segments may not contain co
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 _NUL = re.compile(r"\x00")
 _MAX_DEPTH = 100
-
-
-class StoreError(TinyAgentsError):
-    """A store could not be read or written: it is closed, locked past its timeout, or the disk failed."""
 
 
 # ------------------------------------------------------------------------------------------ validation

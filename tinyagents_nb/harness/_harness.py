@@ -1,0 +1,325 @@
+"""``AgentHarness``: the facade that runs the agent loop, and ``RunPolicy``, its harness-wide settings."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeAlias, TypeVar
+
+import anyio
+
+from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
+from ._context import RunConfig, RunContext
+from ._errors import ConfigurationError
+from ._events import AgentEvent
+from ._limits import RunLimits
+from ._loop import RunLoop
+from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ._middleware import Middleware, MiddlewareStack
+from ._model import ChatModel, ModelRequest
+from ._profile import ModelProfile
+from ._providers import resolve_model
+from ._response_cache import ResponseCache
+from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
+from ._run import AgentRun, HarnessRunStatus
+from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
+from ._tokens import TokenEstimator
+from ._tools import Tool, ToolRegistry
+from ._window import ContextWindow
+
+__all__ = ["AgentHarness", "AgentInput", "AgentStream", "RunPolicy"]
+
+DataT = TypeVar("DataT")
+T = TypeVar("T")
+
+AgentInput: TypeAlias = str | Message | Sequence[Message]
+"""A prompt string, one message, or a whole transcript to continue."""
+
+ErrorPolicy = Literal["return_error", "fail"]
+_TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
+
+
+@dataclass(frozen=True, kw_only=True)
+class RunPolicy:
+    """Harness-wide settings for every run.
+
+    Attributes:
+        limits: Caps on model calls, tool calls, wall clock, retries, concurrency and depth.
+        retry: Backoff for retryable provider errors.
+        fallback: Models to try, in order, when the primary model keeps failing.
+        unknown_tool: ``return_error`` tells the model the tool does not exist; ``fail`` ends the run.
+        invalid_args: The same choice for arguments that do not parse or validate.
+        tool_errors: The same choice for a tool that raises.
+        tool_timeout_s: Default per-tool timeout (a tool's own ``timeout_s`` wins); expiry is reported to the model.
+        output: Structured output to extract from the final answer (a type, JSON schema or ``OutputSpec``).
+        structured_strategy: ``auto`` chooses from the model profile.
+        max_output_tokens: Cap on each request's output tokens.
+        temperature: Sampling temperature passed to the model.
+        model_settings: Extra provider parameters for every request.
+        response_cache: A local response cache (else the context's ``cache.response_cache`` is used, if any).
+        rate_limiter: Throttles model calls.
+        clock: Time source (the testkit's ``DeterministicClock`` makes durations reproducible).
+        ids: Id source for call ids (``DeterministicIds`` in tests).
+    """
+
+    limits: RunLimits = field(default_factory=RunLimits)
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    fallback: FallbackPolicy | None = None
+    unknown_tool: ErrorPolicy = "return_error"
+    invalid_args: ErrorPolicy = "return_error"
+    tool_errors: ErrorPolicy = "return_error"
+    tool_timeout_s: float | None = None
+    output: OutputSpec | None = None
+    structured_strategy: Literal["auto"] | StructuredStrategy = "auto"
+    max_output_tokens: int | None = None
+    temperature: float | None = None
+    model_settings: Mapping[str, Any] = field(default_factory=dict)
+    response_cache: ResponseCache | None = None
+    rate_limiter: RateLimiter | None = None
+    clock: Clock = SYSTEM_CLOCK
+    ids: IdSource = RANDOM_IDS
+
+    def __post_init__(self) -> None:
+        for name in ("unknown_tool", "invalid_args", "tool_errors"):
+            if getattr(self, name) not in ("return_error", "fail"):
+                raise ConfigurationError(f"{name} must be 'return_error' or 'fail', got {getattr(self, name)!r}")
+        if self.tool_timeout_s is not None and self.tool_timeout_s <= 0:
+            raise ConfigurationError("tool_timeout_s must be > 0")
+        output: object = self.output
+        if output is not None and not isinstance(output, OutputSpec):  # a type or a schema, for convenience
+            object.__setattr__(self, "output", OutputSpec.of(output))
+
+
+class AgentHarness(Generic[DataT]):
+    """Runs the model → tool → model loop for one model, a set of tools and a middleware stack.
+
+    Args:
+        model: A ``ChatModel`` or a model string such as ``"openai:gpt-4o-mini"``.
+        tools: Tools, or plain typed functions (wrapped with ``@tool``).
+        middleware: Hooks around the agent, model and tool calls.
+        policy: Limits, retry, fallback, error handling, structured output.
+        system_prompt: Prepended to the input unless it already starts with a system message.
+        context_window: The model's window (or its size in tokens); taken from the model profile when omitted.
+        name: A label for this agent (used by sub-agents and the dashboard).
+        output_type: Structured output to extract (a pydantic model, any type pydantic validates, or a
+            JSON schema); overrides ``policy.output``.
+    """
+
+    def __init__(
+        self,
+        *,
+        model: ChatModel | str,
+        tools: Iterable[Tool | Callable[..., Any]] = (),
+        middleware: Sequence[Middleware] = (),
+        policy: RunPolicy | None = None,
+        system_prompt: str | None = None,
+        context_window: ContextWindow | int | None = None,
+        name: str | None = None,
+        output_type: OutputSpec | type[Any] | Mapping[str, Any] | None = None,
+    ) -> None:
+        self.model: ChatModel = resolve_model(model)
+        self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
+        self.middleware = MiddlewareStack(middleware)
+        self.policy = policy if policy is not None else RunPolicy()
+        self.system_prompt = system_prompt
+        self.name = name or self.model.model_name
+        fallback = self.policy.fallback
+        chain = [self.model]
+        if fallback is not None:
+            chain.extend(resolve_model(m) for m in fallback.models)
+        self.model_chain: tuple[ChatModel, ...] = tuple(chain)
+        self.profile: ModelProfile | None = getattr(self.model, "profile", None)
+        output = self.policy.output if output_type is None else OutputSpec.of(output_type)
+        self.output: OutputSpec | None = output
+        requested = output.strategy if output is not None and output.strategy != "auto" else None
+        self.structured_strategy: StructuredStrategy | None = (
+            strategy_for_profile(self.profile, requested or self.policy.structured_strategy)
+            if output is not None
+            else None
+        )
+        if output is not None and output.name in self.tools:
+            raise ConfigurationError(f"structured output name {output.name!r} collides with a tool of that name")
+        self.context_window = self._window(context_window)
+        self._estimator: TokenEstimator | None = None
+        self._tool_tokens: int | None = None
+
+    def _window(self, window: ContextWindow | int | None) -> ContextWindow | None:
+        if isinstance(window, ContextWindow):
+            return window
+        if isinstance(window, int):
+            return ContextWindow(model=self.model.model_name, max_tokens=window, reserved_output_tokens=window // 8)
+        if self.profile is not None and self.profile.context_window:
+            size = self.profile.context_window
+            reserved = min(self.profile.max_output_tokens or 4_096, size // 4)
+            return ContextWindow(model=self.model.model_name, max_tokens=size, reserved_output_tokens=reserved)
+        return None
+
+    # ---------------------------------------------------------------------------- hooks used by the loop
+    def response_cache_for(self, ctx: RunContext[Any]) -> ResponseCache | None:
+        if self.policy.response_cache is not None:
+            return self.policy.response_cache
+        cache = ctx.cache.response_cache
+        return cache if isinstance(cache, ResponseCache) else None
+
+    def update_context_window(self, ctx: RunContext[Any], request: ModelRequest) -> None:
+        """Estimate the request against the window so the gauge (``ctx.context_window``) stays current."""
+        window = self.context_window
+        if window is None:
+            return
+        if self._estimator is None:
+            self._estimator = TokenEstimator.for_model(self.model.model_name)
+            text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in request.tools)
+            self._tool_tokens = self._estimator.counter.count(text) if text else 0
+        estimate = self._estimator.estimate(request.messages, tools_schema_tokens=self._tool_tokens or 0)
+        ctx.context_window = window.with_estimate(estimate)
+
+    # ---------------------------------------------------------------------------- entry points
+    def _messages(self, input: AgentInput) -> list[Message]:
+        if isinstance(input, str):
+            if not input.strip():
+                raise ConfigurationError("the input is empty", hint="pass a prompt or a list of messages")
+            messages: list[Message] = [UserMessage(text=input)]
+        elif isinstance(input, SystemMessage | UserMessage | AssistantMessage | ToolMessage):
+            messages = [input]
+        else:
+            messages = list(input)
+        if not messages:
+            raise ConfigurationError("the input has no messages")
+        if self.system_prompt and not isinstance(messages[0], SystemMessage):
+            messages.insert(0, SystemMessage(text=self.system_prompt))
+        return messages
+
+    def _context(self, config: RunConfig | None, data: Any) -> RunContext[Any]:
+        return RunContext(config=config, data=data)
+
+    async def invoke(self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None) -> AgentRun:
+        """Run to completion in a fresh root context; raises the run's error (``RunCancelled``, ...)."""
+        return await self.invoke_in_context(self._context(config, data), input)
+
+    async def invoke_in_context(self, ctx: RunContext[Any], input: AgentInput) -> AgentRun:
+        """Run inside an existing context (how nested runs inherit identity, sink, token and trackers)."""
+        run, _ = await self.invoke_with_status(ctx, input)
+        if run.error is not None:
+            raise run.error
+        return run
+
+    async def invoke_with_status(
+        self, ctx: RunContext[Any], input: AgentInput, *, streaming: bool = False
+    ) -> tuple[AgentRun, HarnessRunStatus]:
+        """Run and return the result with its final status; never raises a run error (see ``run.error``)."""
+        status = self._status(ctx)
+        run = await RunLoop(self, ctx, self._messages(input), streaming=streaming, status=status).run()
+        return run, status
+
+    def invoke_streaming(
+        self,
+        input: AgentInput,
+        *,
+        config: RunConfig | None = None,
+        data: Any = None,
+        context: RunContext[Any] | None = None,
+    ) -> AgentStream:
+        """Start a streaming run; iterate the returned ``AgentStream`` for events, ending with the terminal one."""
+        ctx = context if context is not None else self._context(config, data)
+        return AgentStream(self, ctx, self._messages(input))
+
+    def run_sync(self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None) -> AgentRun:
+        """Blocking twin of ``invoke``; inside a running event loop (Jupyter) it runs on a worker thread.
+
+        Ctrl-C (or a kernel interrupt) cancels the run cooperatively and raises ``RunCancelled``.
+        """
+        ctx = self._context(config, data)
+        return _run_blocking(functools.partial(self.invoke_in_context, ctx, input), ctx)
+
+    def _status(self, ctx: RunContext[Any]) -> HarnessRunStatus:
+        return HarnessRunStatus(
+            run_id=ctx.run_id,
+            parent_run_id=ctx.parent_run_id,
+            root_run_id=ctx.root_run_id,
+            thread_id=ctx.thread_id,
+            depth=ctx.depth,
+            started_at=self.policy.clock.time(),
+        )
+
+    def __repr__(self) -> str:
+        return f"AgentHarness(name={self.name!r}, model={self.model.model_name!r}, tools={self.tools.names()!r})"
+
+
+class AgentStream(AsyncIterator[AgentEvent]):
+    """A streaming run: async-iterate its events (ending with its terminal event), await ``result()``.
+
+    The run starts on the first iteration or ``result()`` call, as a task on the running loop.
+    """
+
+    def __init__(self, harness: AgentHarness[Any], ctx: RunContext[Any], messages: list[Message]) -> None:
+        self.context = ctx
+        self.run_id = ctx.run_id
+        self.status = harness._status(ctx)
+        run_id = self.run_id
+        self._events = ctx.events.subscribe(until=lambda e: e.run_id == run_id and e.kind in _TERMINAL)
+        self._loop = RunLoop(harness, ctx, messages, streaming=True, status=self.status)
+        self._task: asyncio.Task[AgentRun] | None = None
+
+    def start(self) -> asyncio.Task[AgentRun]:
+        """Start the run if it has not started; returns its task."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._loop.run(), name=f"tinyagents-run-{self.run_id}")
+        return self._task
+
+    def __aiter__(self) -> AgentStream:
+        return self
+
+    async def __anext__(self) -> AgentEvent:
+        self.start()
+        return await self._events.__anext__()
+
+    async def wait(self) -> AgentRun:
+        """The run's result, whatever its outcome (``run.error`` holds a failure or cancel)."""
+        return await asyncio.shield(self.start())
+
+    async def result(self) -> AgentRun:
+        """The completed run; raises its error (e.g. ``RunCancelled``) otherwise."""
+        run = await self.wait()
+        if run.error is not None:
+            raise run.error
+        return run
+
+    def cancel(self, reason: str | None = None) -> None:
+        """Request cooperative cancellation (thread-safe)."""
+        self.context.cancellation.cancel(reason)
+
+    async def aclose(self) -> None:
+        """Stop listening; a run still going is cancelled and awaited."""
+        await self._events.aclose()
+        if self._task is not None and not self._task.done():
+            self.cancel("stream closed")
+            await self.wait()
+
+
+def _run_blocking(fn: Callable[[], Awaitable[T]], ctx: RunContext[Any]) -> T:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        in_loop = False
+    else:
+        in_loop = True
+
+    def target() -> T:
+        return anyio.run(fn)
+
+    if not in_loop:
+        try:
+            return target()
+        except KeyboardInterrupt:
+            ctx.cancellation.cancel("KeyboardInterrupt")
+            raise
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinyagents-run-sync") as pool:
+        future = pool.submit(target)
+        while True:
+            try:
+                return future.result()
+            except KeyboardInterrupt:
+                ctx.cancellation.cancel("KeyboardInterrupt")

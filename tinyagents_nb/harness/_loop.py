@@ -1,0 +1,472 @@
+"""The step machine of one run: model → tools → model, until the model answers without tools.
+
+Hot-path rules: no copies of the context, no task per step or per stream chunk (cancellation is a
+scope cancelled by the token, not a racing task), events built once, and tool calls of one turn
+run concurrently only when there are several.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from ._errors import (
+    Cancelled,
+    LimitExceeded,
+    RunCancelled,
+    RunTimeout,
+    StructuredOutputError,
+    TinyAgentsError,
+    ToolArgumentsError,
+    ToolError,
+    UnknownToolError,
+)
+from ._events import (
+    CacheHit,
+    CacheMiss,
+    FallbackUsed,
+    LimitReached,
+    ModelCompleted,
+    ModelDelta,
+    ModelStarted,
+    RetryScheduled,
+    RunCancelledEvent,
+    RunCompleted,
+    RunFailed,
+    RunStarted,
+    ToolCompleted,
+    ToolFailed,
+    ToolStarted,
+)
+from ._limits import LimitTracker
+from ._messages import AssistantMessage, Message, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta, ToolMessage
+from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
+from ._response_cache import cache_key
+from ._retry import call_with_retry
+from ._run import AgentRun, HarnessRunStatus
+from ._structured import StructuredOutput, extract_structured, is_structured_call, prepare_request
+from ._tools import Tool, ToolResult
+
+if TYPE_CHECKING:
+    from ._context import RunContext
+    from ._harness import AgentHarness
+
+__all__: list[str] = []
+
+_PREVIEW = 2_000
+_STRUCTURED_ACK = "Structured output recorded. Continue with the remaining tool calls."
+
+
+def _preview(text: str) -> str:
+    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+
+
+class RunLoop:
+    """One run of an ``AgentHarness`` inside one ``RunContext``."""
+
+    def __init__(
+        self,
+        harness: AgentHarness[Any],
+        ctx: RunContext[Any],
+        messages: list[Message],
+        *,
+        streaming: bool,
+        status: HarnessRunStatus,
+        deadline: float | None = None,
+    ) -> None:
+        self.harness = harness
+        self.ctx = ctx
+        self.messages = messages
+        self.streaming = streaming
+        self.status = status
+        policy = harness.policy
+        self.clock = policy.clock
+        self.limits = LimitTracker.for_run(policy.limits, ctx.config, clock=self.clock.monotonic, deadline=deadline)
+        self.partial: StreamAccumulator | None = None
+        self.structured: StructuredOutput | None = None
+        self.model_calls = 0
+        self.tool_calls = 0
+        self.started = self.clock.monotonic()
+
+    # ---------------------------------------------------------------------------- driver
+    async def run(self) -> AgentRun:
+        """Run to the end; returns the ``AgentRun`` whatever the outcome (errors are in ``run.error``)."""
+        harness, ctx = self.harness, self.ctx
+        ctx.emit(
+            RunStarted,
+            thread_id=ctx.config.thread_id,
+            model=harness.model.model_name,
+            input=_preview(_last_user_text(self.messages)),
+        )
+        try:
+            final = await self._body()
+        except Cancelled as exc:
+            return await self._finish_cancelled(exc)
+        except Exception as exc:
+            return await self._finish_failed(exc)
+        run = self._result("completed", final_text=final)
+        try:
+            await harness.middleware.after_agent(ctx, run)
+        except Exception as exc:
+            return await self._finish_failed(exc)
+        ctx.emit(
+            RunCompleted,
+            final_text=_preview(final),
+            usage=run.usage,
+            model_calls=self.model_calls,
+            tool_calls=self.tool_calls,
+            duration_s=run.duration_s,
+        )
+        self._close_status("completed")
+        return run
+
+    async def _body(self) -> str:
+        harness, ctx, limits, policy = self.harness, self.ctx, self.limits, self.harness.policy
+        await harness.middleware.before_agent(ctx, self.messages)
+        tool_schemas = harness.tools.schemas()
+        output = harness.output
+        strategy = harness.structured_strategy
+        while True:
+            ctx.cancellation.raise_if_cancelled()
+            self._check_limit(limits.check_deadline)
+            self._check_limit(limits.record_model_call)
+            request = ModelRequest(
+                messages=tuple(self.messages),
+                tools=tool_schemas,
+                model=harness.model.model_name,
+                max_output_tokens=_min_optional(policy.max_output_tokens, ctx.config.max_turn_output_tokens),
+                temperature=policy.temperature,
+                settings=policy.model_settings,
+                thread_id=ctx.config.thread_id,
+            )
+            if output is not None and strategy is not None:
+                request = prepare_request(request, output, strategy)
+            harness.update_context_window(ctx, request)
+            request = await harness.middleware.before_model(ctx, request)
+            call_id = str(policy.ids.call_id())
+            self.status.phase = "model"
+            self.status.active_model_call = call_id
+            response = await self._call_model(request, call_id)
+            self.model_calls += 1
+            self.status.model_calls = self.model_calls
+            self.status.active_model_call = None
+            message = response.message
+            self.messages.append(message)
+
+            calls: Sequence[ToolCall] = message.tool_calls
+            if output is not None and strategy == "tool" and calls:
+                structured_calls = [c for c in calls if is_structured_call(c, output)]
+                if structured_calls:
+                    self.structured = extract_structured(response, output, strategy)
+                    calls = [c for c in calls if not is_structured_call(c, output)]
+                    if not calls:
+                        # the structured call is the answer; answer it so the transcript stays valid
+                        for call in structured_calls:
+                            self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text="ok"))
+                        return message.text
+                    for call in structured_calls:
+                        self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text=_STRUCTURED_ACK))
+            if not calls:
+                if output is not None and strategy is not None and self.structured is None:
+                    self.structured = extract_structured(response, output, strategy)
+                    if self.structured is None:
+                        raise StructuredOutputError(
+                            f"the model finished without returning structured output `{output.name}`"
+                        )
+                return message.text
+            self.status.phase = "tools"
+            self.messages.extend(await self._run_tools(calls))
+            self.status.tool_calls = self.tool_calls
+
+    # ---------------------------------------------------------------------------- model calls
+    async def _call_model(self, request: ModelRequest, call_id: str) -> ModelResponse:
+        harness, ctx, policy = self.harness, self.ctx, self.harness.policy
+        cache = harness.response_cache_for(ctx)
+        models: Sequence[ChatModel] = harness.model_chain
+        last_error: BaseException | None = None
+        for index, model in enumerate(models):
+            if index:
+                ctx.cancellation.raise_if_cancelled()
+                ctx.emit(
+                    FallbackUsed,
+                    call_id=call_id,
+                    from_model=models[index - 1].model_name,
+                    to_model=model.model_name,
+                    error=_error_text(last_error),
+                )
+            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
+            started = self.clock.monotonic()
+            key = None
+            if cache is not None:
+                key = cache_key(request, model=model.model_name)
+                hit = cache.get(key)
+                if hit is not None:
+                    ctx.emit(CacheHit, call_id=call_id, key=key)
+                    if self.streaming and hit.message.text:
+                        delta = TextDelta(text=hit.message.text)
+                        ctx.emit(ModelDelta, call_id=call_id, delta=delta)
+                        harness.middleware.on_model_delta(ctx, delta)
+                    return await self._completed(hit, model, call_id, started, cached=True)
+                ctx.emit(CacheMiss, call_id=call_id, key=key)
+            try:
+                response = await call_with_retry(
+                    functools.partial(self._attempt, model, request, call_id),
+                    policy=policy.retry,
+                    cancellation=ctx.cancellation,
+                    on_retry=lambda attempt, delay, error: ctx.emit(
+                        RetryScheduled, call_id=call_id, attempt=attempt, delay_s=delay, error=_error_text(error)
+                    ),
+                    max_retries=policy.limits.max_retries_per_call,
+                )
+            except Exception as exc:
+                fallback = policy.fallback
+                if fallback is None or index + 1 >= len(models) or not fallback.should_fall_back(exc):
+                    raise
+                last_error = exc
+                continue
+            if cache is not None and key is not None:
+                cache.put(key, response)
+            return await self._completed(response, model, call_id, started, cached=False)
+        raise AssertionError("unreachable: the model chain is never empty")
+
+    async def _completed(
+        self, response: ModelResponse, model: ChatModel, call_id: str, started: float, *, cached: bool
+    ) -> ModelResponse:
+        ctx = self.ctx
+        self.partial = None
+        response = await self.harness.middleware.after_model(ctx, response)
+        if not cached and not response.usage.is_empty:
+            ctx.record_usage(
+                response.usage,
+                model=response.model or model.model_name,
+                provider=response.provider or model.provider,
+                call_id=call_id,
+            )
+        ctx.emit(
+            ModelCompleted,
+            call_id=call_id,
+            model=response.model or model.model_name,
+            usage=response.usage,
+            finish_reason=response.finish_reason,
+            duration_s=self.clock.monotonic() - started,
+            cached=cached,
+        )
+        return response
+
+    async def _attempt(self, model: ChatModel, request: ModelRequest, call_id: str) -> ModelResponse:
+        ctx, harness = self.ctx, self.harness
+        self._check_limit(self.limits.check_deadline)
+        limiter = harness.policy.rate_limiter
+        if limiter is not None:
+            await limiter.acquire(cancellation=ctx.cancellation)
+        remaining = self.limits.remaining_s()
+        with ctx.cancellation.scope():
+            with anyio.move_on_after(remaining if remaining is not None else float("inf")) as deadline:
+                if not self.streaming:
+                    return await model.invoke(request)
+                acc = self.partial = StreamAccumulator(model=model.model_name, provider=model.provider)
+                on_delta = harness.middleware.on_model_delta if harness.middleware.has("on_model_delta") else None
+                async for item in model.stream(request):
+                    acc.add(item)
+                    if isinstance(item, TextDelta | ThinkingDelta | ToolCallDelta):
+                        ctx.emit(ModelDelta, call_id=call_id, delta=item)
+                        if on_delta is not None:
+                            on_delta(ctx, item)
+                return acc.response()
+        assert deadline.cancelled_caught
+        raise self._timeout()
+
+    # ---------------------------------------------------------------------------- tools
+    async def _run_tools(self, calls: Sequence[ToolCall]) -> list[ToolMessage]:
+        ctx, harness, limits = self.ctx, self.harness, self.limits
+        admitted: list[ToolCall] = []
+        for call in calls:
+            ctx.cancellation.raise_if_cancelled()
+            self._check_limit(limits.check_deadline)
+            self._check_limit(limits.record_tool_call)
+            admitted.append(await harness.middleware.before_tool(ctx, call))
+        for call in admitted:
+            ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
+        outcomes: list[tuple[ToolResult, float, Exception | None] | None] = [None] * len(admitted)
+        if len(admitted) == 1:
+            outcomes[0] = await self._execute(admitted[0])  # no task group for the common single call
+        else:
+            limit = harness.policy.limits.max_concurrency
+            semaphore = anyio.Semaphore(limit) if limit else None
+
+            async def run_one(i: int, call: ToolCall) -> None:
+                if semaphore is None:
+                    outcomes[i] = await self._execute(call)
+                else:
+                    async with semaphore:
+                        outcomes[i] = await self._execute(call)
+
+            async with anyio.create_task_group() as tg:
+                for i, call in enumerate(admitted):
+                    tg.start_soon(run_one, i, call)
+        results: list[ToolMessage] = []
+        for call, outcome in zip(admitted, outcomes, strict=True):
+            assert outcome is not None
+            result, duration, fatal = outcome
+            if isinstance(fatal, Cancelled):
+                raise fatal
+            if fatal is not None:
+                ctx.emit(
+                    ToolFailed,
+                    call_id=call.id,
+                    tool_name=call.name,
+                    error_type=type(fatal).__name__,
+                    error=_error_text(fatal),
+                    duration_s=duration,
+                )
+                raise fatal
+            result = await harness.middleware.after_tool(ctx, call, result)
+            self.tool_calls += 1
+            ctx.emit(
+                ToolCompleted,
+                call_id=call.id,
+                tool_name=call.name,
+                output=_preview(result.text),
+                is_error=result.is_error,
+                duration_s=duration,
+            )
+            results.append(result.to_message(call))
+        return results
+
+    async def _execute(self, call: ToolCall) -> tuple[ToolResult, float, Exception | None]:
+        """Run one admitted call; returns (result, duration, fatal error or None).
+
+        Errors are returned, not raised, so concurrent siblings finish and the first fatal error in
+        call order wins (a task group would otherwise wrap them in an ``ExceptionGroup``).
+        """
+        started = self.clock.monotonic()
+        try:
+            result = await self._execute_inner(call)
+        except Exception as exc:
+            return ToolResult.error(_error_text(exc)), self.clock.monotonic() - started, exc
+        return result, self.clock.monotonic() - started, None
+
+    async def _execute_inner(self, call: ToolCall) -> ToolResult:
+        policy, tools = self.harness.policy, self.harness.tools
+        tool: Tool | None = tools.get(call.name)
+        if tool is None:
+            message = tools.unknown_tool_message(call.name, call.arguments)
+            if policy.unknown_tool == "fail":
+                raise UnknownToolError(message, tool_name=call.name, call_id=call.id)
+            return ToolResult.error(message)
+        if not call.arguments_valid:
+            message = (
+                f"invalid arguments for tool `{call.name}`: not a JSON object: {_preview(call.raw_arguments or '')}"
+            )
+            if policy.invalid_args == "fail":
+                raise ToolArgumentsError(message, tool_name=call.name, call_id=call.id)
+            return ToolResult.error(message)
+        tool_timeout = tool.timeout_s if tool.timeout_s is not None else policy.tool_timeout_s
+        run_remaining = self.limits.remaining_s()
+        budget = _min_optional(tool_timeout, run_remaining)
+        try:
+            with anyio.move_on_after(budget if budget is not None else float("inf")) as scope:
+                return await tool.call(self.ctx, call.arguments)
+        except ToolArgumentsError as exc:
+            if policy.invalid_args == "fail":
+                raise
+            return ToolResult.error(str(exc))
+        except (Cancelled, LimitExceeded):
+            raise
+        except Exception as exc:
+            if policy.tool_errors == "fail":
+                raise ToolError(
+                    f"tool `{call.name}` failed: {type(exc).__name__}: {exc}", tool_name=call.name, call_id=call.id
+                ) from exc
+            return ToolResult.error(f"tool `{call.name}` failed: {type(exc).__name__}: {exc}")
+        # only reached when the time budget cancelled the call
+        assert scope.cancelled_caught
+        if tool_timeout is None or (run_remaining is not None and run_remaining <= tool_timeout):
+            raise self._timeout()
+        return ToolResult.error(f"tool `{call.name}` timed out after {tool_timeout:g} s")
+
+    # ---------------------------------------------------------------------------- limits and exits
+    def _check_limit(self, check: Any) -> None:
+        try:
+            check()
+        except LimitExceeded as exc:
+            self.ctx.emit(LimitReached, limit=exc.limit, maximum=exc.maximum)
+            raise
+
+    def _timeout(self) -> RunTimeout:
+        limit = self.limits.wall_clock_s
+        self.ctx.emit(LimitReached, limit="wall_clock", maximum=limit)
+        return RunTimeout(f"run {self.ctx.run_id} ran out of its {limit:g} s budget", timeout_s=limit)
+
+    def _result(self, status: Any, *, final_text: str = "", error: BaseException | None = None) -> AgentRun:
+        ctx = self.ctx
+        return AgentRun(
+            run_id=ctx.run_id,
+            messages=self.messages,
+            final_text=final_text,
+            structured=self.structured,
+            usage=ctx.usage.for_subtree(ctx.run_id),
+            cost=ctx.costs.for_subtree(ctx.run_id),
+            status=status,
+            error=error,
+            model_calls=self.model_calls,
+            tool_calls=self.tool_calls,
+            duration_s=self.clock.monotonic() - self.started,
+        )
+
+    def _keep_partial(self) -> None:
+        """A stream cut short still showed text to the user: keep it, tagged, without unanswered tool calls."""
+        partial, self.partial = self.partial, None
+        if partial is not None and partial.text:
+            self.messages.append(AssistantMessage(text=partial.text, tags=("partial",)))
+
+    def _close_status(self, status: Any, error: BaseException | None = None) -> None:
+        self.status.status = status
+        self.status.phase = "done"
+        self.status.active_model_call = None
+        self.status.ended_at = time.time()
+        if error is not None:
+            self.status.error = f"{type(error).__name__}: {error}"
+
+    async def _finish_cancelled(self, exc: Cancelled) -> AgentRun:
+        self._keep_partial()
+        run = self._result("cancelled")
+        run.error = RunCancelled(exc.reason, run_id=self.ctx.run_id, messages=self.messages, usage=run.usage)
+        self.ctx.emit(RunCancelledEvent, reason=exc.reason, duration_s=run.duration_s)
+        await self.harness.middleware.on_error(self.ctx, run.error)
+        self._close_status("cancelled", run.error)
+        return run
+
+    async def _finish_failed(self, exc: Exception) -> AgentRun:
+        self._keep_partial()
+        run = self._result("failed", error=exc)
+        self.ctx.emit(RunFailed, error_type=type(exc).__name__, error=_error_text(exc), duration_s=run.duration_s)
+        await self.harness.middleware.on_error(self.ctx, exc)
+        self._close_status("failed", exc)
+        return run
+
+
+def _min_optional(a: float | None, b: float | None) -> Any:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
+
+
+def _last_user_text(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role == "user":
+            return message.text
+    return ""
+
+
+def _error_text(error: BaseException | None) -> str:
+    if error is None:
+        return ""
+    text = str(error) if isinstance(error, TinyAgentsError) else f"{type(error).__name__}: {error}"
+    return _preview(text)

@@ -1,0 +1,419 @@
+"""``OpenAIChatModel``: one adapter for every host that speaks OpenAI Chat Completions, over httpx.
+
+The wire mapping lives in ``_openai_wire`` and ``_openai_errors`` (pure functions); this module
+does the HTTP. httpx is
+imported on first call, not at import, so ``import tinyagents_nb.harness`` stays light.
+
+Decisions worth knowing:
+
+- **A missing key fails at construction** with ``ConfigurationError`` naming the env var: in a
+  notebook the model is built in one cell and used in another, and the first cell is the right
+  place to learn the key is not set. ``known_providers()`` answers "which keys are set" without
+  building anything.
+- **The key never leaves the object**: it is kept only in a sealed header map (``repr`` shows
+  ``api_key=<set>``); every provider text in an error is scrubbed; httpx exceptions, whose
+  ``request`` carries the Authorization header, are never chained as ``__cause__``/``__context__``.
+- **Streams keep what arrived**: deltas are yielded as they come; a connection lost before the
+  finish chunk raises ``ProviderError(retryable=True, code="stream_interrupted")`` after them. A
+  lost connection after the finish chunk only loses the usage chunk and counts as complete.
+  Malformed chunks are ``ProviderError(retryable=True, code="malformed_stream")``: garbled output is
+  usually a transient proxy or server fault, and the retry policy bounds the attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import functools
+import json
+import os
+import urllib.parse
+from collections.abc import AsyncGenerator, Mapping
+from types import ModuleType, TracebackType
+from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+
+from ._errors import ConfigurationError, ProviderError, TinyAgentsError
+from ._model import ModelRequest, ModelResponse, ModelStreamItem
+from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
+from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
+from ._profile import ModelProfile
+from ._providers import ProviderSpec, profile_for
+from ._sse import SSEDecoder
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+__all__ = ["OpenAIChatModel"]
+
+_T = TypeVar("_T")
+
+
+class _Sealed(Generic[_T]):
+    """Holds a secret-bearing value so ``repr``, ``vars`` dumps and debuggers show nothing of it."""
+
+    __slots__ = ("_value",)
+
+    def __init__(self, value: _T) -> None:
+        self._value = value
+
+    def reveal(self) -> _T:
+        return self._value
+
+    def __repr__(self) -> str:
+        return "<sealed>"
+
+
+def _httpx() -> ModuleType:
+    import httpx  # lazy: keeps the harness import free of the HTTP stack
+
+    return httpx
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every owned client: loading the CA bundle costs ~0.15 s each time."""
+    context: ssl.SSLContext = _httpx().create_ssl_context()
+    return context
+
+
+def _retire(client: httpx.AsyncClient, loop: asyncio.AbstractEventLoop) -> None:
+    """Close a client that belongs to another loop, on that loop, if it still runs; else let it go."""
+    if loop.is_running() and not loop.is_closed():
+        asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+
+
+def _check_url(base_url: object) -> str:
+    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
+        raise ConfigurationError(f"base_url must start with http:// or https://, got {base_url!r}")
+    return base_url
+
+
+def _public_url(url: str) -> str:
+    """``url`` without userinfo, query or fragment (which may carry credentials)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
+
+
+class OpenAIChatModel:
+    """A ``ChatModel`` for OpenAI and every OpenAI-Chat-Completions-compatible host.
+
+    Args:
+        model: The provider's model id, e.g. ``"gpt-4o-mini"``.
+        base_url: Overrides the provider's API root (``{base_url}/chat/completions`` is called).
+        api_key: The key; defaults to the provider's env var (``OPENAI_API_KEY`` for openai).
+        provider: A built-in provider name or a ``ProviderSpec``.
+        http_client: An ``httpx.AsyncClient`` to use (and not close); by default one is created
+            on first call, per event loop, and closed by ``aclose()``.
+        timeout_s: Network timeout for connect, each read, write and pool wait, on every request.
+        profile: Overrides the profile ``profile_for`` would guess.
+        extra_headers: Extra headers for every request; treated as secret (never shown, scrubbed
+            from errors), so they may carry gateway credentials.
+
+    Raises:
+        ConfigurationError: A bad argument, an unknown provider, or a missing key for a provider
+            that requires one (the hint names the env var).
+    """
+
+    __slots__ = (
+        "_client",
+        "_client_loop",
+        "_headers",
+        "_model",
+        "_owns_client",
+        "_profile",
+        "_secrets",
+        "_spec",
+        "_timeout",
+        "_timeout_s",
+        "_tools_cache",
+        "_url",
+    )
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str | ProviderSpec = "openai",
+        http_client: httpx.AsyncClient | None = None,
+        timeout_s: float = 60.0,
+        profile: ModelProfile | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        name: object = model
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"model must be a non-empty string, got {model!r}")
+        spec = provider if isinstance(provider, ProviderSpec) else ProviderSpec.named(provider)
+        if base_url is not None:
+            spec = dataclasses.replace(spec, base_url=_check_url(base_url))
+        given: object = api_key
+        if given is not None and (not isinstance(given, str) or not given.strip()):
+            raise ConfigurationError("api_key must be a non-empty string when given", hint=spec.key_hint)
+        key = api_key.strip() if api_key is not None else spec.api_key_from_env()
+        if key is None and spec.requires_key:
+            raise ConfigurationError(f"no API key for provider {spec.name!r}", hint=spec.key_hint)
+        timeout: object = timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigurationError(f"timeout_s must be a positive number, got {timeout_s!r}")
+        if profile is not None and not isinstance(profile, ModelProfile):
+            raise ConfigurationError(f"profile must be a ModelProfile, got {type(profile).__name__}")
+        extra = dict(extra_headers or {})
+        headers = {"Accept": "application/json", "Content-Type": "application/json", **spec.default_headers, **extra}
+        secrets = [value for value in extra.values() if value]
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+            secrets.append(key)
+        password = urllib.parse.urlsplit(spec.base_url).password
+        if password:
+            secrets.append(password)
+        self._model = model.strip()
+        self._spec = spec
+        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        self._headers = _Sealed(headers)
+        self._secrets = _Sealed(tuple(secrets))
+        self._timeout_s = float(timeout_s)
+        self._timeout: Any = None
+        self._client = http_client
+        self._owns_client = http_client is None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._profile = profile
+        self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
+
+    @classmethod
+    def from_env(cls, model: str, *, provider: str | ProviderSpec = "openai", **kwargs: Any) -> OpenAIChatModel:
+        """A model configured from the environment only.
+
+        The key comes from the provider's env var and, for openai, the base URL from
+        ``OPENAI_BASE_URL`` when set (as the official SDK does).
+
+        Raises:
+            ConfigurationError: ``api_key=`` was passed (use the constructor), or the key is not set.
+        """
+        if "api_key" in kwargs:
+            raise ConfigurationError("from_env() reads the key from the environment; pass api_key= to the constructor")
+        spec = provider if isinstance(provider, ProviderSpec) else ProviderSpec.named(provider)
+        if spec.name == "openai" and kwargs.get("base_url") is None:
+            env_url = os.environ.get("OPENAI_BASE_URL", "").strip()
+            if env_url:
+                kwargs["base_url"] = env_url
+        return cls(model, provider=spec, **kwargs)
+
+    # ----------------------------------------------------------------------------------- identity
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return self._spec.name
+
+    @property
+    def spec(self) -> ProviderSpec:
+        """The provider spec in use (with ``base_url`` overridden when one was given)."""
+        return self._spec
+
+    @property
+    def base_url(self) -> str:
+        return self._spec.base_url
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The explicit profile, else ``profile_for(provider, model)`` (computed once, on first use)."""
+        if self._profile is None:
+            self._profile = profile_for(self._spec, self._model)
+        return self._profile
+
+    def __repr__(self) -> str:
+        keyed = "set" if "Authorization" in self._headers.reveal() else "none"
+        return (
+            f"OpenAIChatModel(model={self._model!r}, provider={self._spec.name!r}, "
+            f"base_url={_public_url(self._spec.base_url)!r}, api_key=<{keyed}>)"
+        )
+
+    __str__ = __repr__
+
+    # ----------------------------------------------------------------------------------- client lifecycle
+    def _http(self) -> httpx.AsyncClient:
+        """The client for the running loop.
+
+        An owned client is rebuilt when the loop changes: a sync twin may run each call on a fresh
+        loop, and an httpx connection pool is bound to the loop that opened it.
+        """
+        client = self._client
+        if not self._owns_client:
+            assert client is not None
+            return client
+        loop = asyncio.get_running_loop()
+        if client is None or self._client_loop is not loop:
+            if client is not None and self._client_loop is not None:
+                _retire(client, self._client_loop)
+            httpx = _httpx()
+            # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
+            verify: ssl.SSLContext | bool = _tls_context() if self._url.startswith("https://") else False
+            client = httpx.AsyncClient(timeout=self._timeout_obj(), follow_redirects=False, verify=verify)
+            self._client = client
+            self._client_loop = loop
+        return client
+
+    def _timeout_obj(self) -> Any:
+        if self._timeout is None:
+            self._timeout = _httpx().Timeout(self._timeout_s)
+        return self._timeout
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this model created it (a supplied ``http_client`` is left open).
+
+        Call it before the event loop that made the calls closes: a client whose loop is already
+        closed can no longer close its sockets cleanly. The model stays usable; the next call opens
+        a new client.
+        """
+        if not self._owns_client:
+            return
+        client, loop = self._client, self._client_loop
+        self._client = None
+        self._client_loop = None
+        if client is None:
+            return
+        if loop is None or loop is asyncio.get_running_loop():
+            await client.aclose()
+        else:
+            _retire(client, loop)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------------------------- calls
+    def _payload(self, request: ModelRequest, *, stream: bool) -> bytes:
+        tools = None
+        if request.tools:
+            cached = self._tools_cache
+            if cached is not None and cached[0] is request.tools:
+                tools = cached[1]
+            else:  # the loop passes the same tuple every turn; convert it once
+                tools = tools_payload(request.tools)
+                self._tools_cache = (request.tools, tools)
+        body = build_body(request, model=self._model, spec=self._spec, stream=stream, tools=tools)
+        try:
+            return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"the request is not JSON-serializable: {exc}") from None
+
+    def _transport_error(self, exc: Exception, *, interrupted: bool) -> ProviderError:
+        httpx = _httpx()
+        detail = scrub(f"{type(exc).__name__}: {exc}", self._secrets.reveal())
+        where = f"{self._spec.name} model {self._model!r}"
+        if interrupted:
+            message, code = f"{where}: the stream was interrupted ({detail})", "stream_interrupted"
+        elif isinstance(exc, httpx.TimeoutException):
+            message, code = f"{where}: no answer within {self._timeout_s:g}s ({detail})", "timeout"
+        elif isinstance(exc, httpx.ConnectError):
+            message = f"{where}: cannot connect to {_public_url(self._spec.base_url)} ({detail})"
+            code = "connect_error"
+        else:
+            message, code = f"{where}: transport failure ({detail})", "transport_error"
+        return ProviderError(message, retryable=True, provider=self._spec.name, model=self._model, code=code)
+
+    def _status_error(self, response: httpx.Response, body: bytes) -> TinyAgentsError:
+        error = error_from_status(
+            response.status_code,
+            response.headers,
+            body,
+            spec=self._spec,
+            model=self._model,
+            secrets=self._secrets.reveal(),
+        )
+        if response.status_code == 404 and error.hint is None:
+            error.hint = f"check base_url ({_public_url(self._spec.base_url)}) and the model name"
+        return error
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        """One non-streaming completion.
+
+        Raises:
+            ProviderError: HTTP, transport or format failure (``retryable`` says whether to retry).
+            ModelNotFound: The host does not know the model.
+            ContextLimitError: The host rejected the request as too long.
+        """
+        content = self._payload(request, stream=False)
+        httpx = _httpx()
+        client = self._http()
+        error: TinyAgentsError | None = None
+        try:
+            response = await client.post(
+                self._url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
+            )
+        except httpx.HTTPError as exc:
+            error = self._transport_error(exc, interrupted=False)
+        if error is not None:
+            raise error  # raised outside the handler: the httpx error (and its headers) is not chained
+        body = response.content
+        if response.status_code >= 300:
+            raise self._status_error(response, body)
+        data: object = None
+        try:
+            data = json.loads(body)
+        except ValueError:
+            error = malformed(self._spec, self._model, "the response body is not JSON")
+        if error is not None:
+            raise error
+        if isinstance(data, dict) and data.get("error") and "choices" not in data:
+            raise error_from_payload(data["error"], spec=self._spec, model=self._model, secrets=self._secrets.reveal())
+        return parse_completion(data, spec=self._spec, model=self._model)
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
+        """A streaming completion: text, reasoning and tool-call deltas as they arrive, then usage and finish.
+
+        Raises:
+            ProviderError: As ``invoke``; additionally ``code="stream_interrupted"`` (retryable) when the
+                connection ends before the finish chunk, after the deltas that did arrive.
+        """
+        content = self._payload(request, stream=True)
+        httpx = _httpx()
+        client = self._http()
+        parser = ChunkParser(spec=self._spec, model=self._model, secrets=self._secrets.reveal())
+        decoder = SSEDecoder()
+        error: TinyAgentsError | None = None
+        receiving = False
+        try:
+            async with client.stream(
+                "POST", self._url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
+            ) as response:
+                if response.status_code >= 300:
+                    error = self._status_error(response, await response.aread())
+                else:
+                    receiving = True
+                    async for chunk in response.aiter_bytes():
+                        for item in parser.feed(decoder.feed(chunk)):
+                            yield item
+                        if parser.done:
+                            break
+                    if not parser.done:
+                        for item in parser.feed(decoder.close()):
+                            yield item
+        except httpx.HTTPError as exc:
+            error = self._transport_error(exc, interrupted=receiving and not parser.saw_finish)
+            if receiving and parser.saw_finish:
+                error = None  # only the usage chunk was lost; the answer itself is complete
+        if error is not None:
+            raise error
+        if not parser.done and not parser.saw_finish:
+            raise ProviderError(
+                f"{self._spec.name} model {self._model!r}: the stream ended before the model finished",
+                retryable=True,
+                provider=self._spec.name,
+                model=self._model,
+                code="stream_interrupted",
+            )
+        for item in parser.finish():
+            yield item
