@@ -1,53 +1,106 @@
-"""An offline tour of the harness context: identities, one shared event stream, usage and cost roll-up."""
+"""``python -m tinyagents_nb``: an offline tour of a real agent loop.
+
+A scripted model plays ``gpt-4o-mini`` (its replies and token counts are canned, so nothing leaves the
+machine and no key is needed); everything else is the real harness: the loop, a typed tool, a
+sub-agent one level down, streaming, one shared event stream, and usage and cost rolled up the tree.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import sys
+from collections import Counter
 from collections.abc import Sequence
 
 from .harness import (
-    AgentEvent,
-    ModelCompleted,
-    ModelStarted,
+    AgentHarness,
     RunConfig,
     RunContext,
-    RunStarted,
+    SubAgent,
+    TextDelta,
     Usage,
+    tool,
 )
+from .harness.testkit import ScriptedModel
+
+MODEL = "gpt-4o-mini"
 
 
-def _call(ctx: RunContext[None], model: str, usage: Usage) -> None:
-    call_id = f"{ctx.run_id}-m{ctx.usage.for_run(ctx.run_id).total_tokens}"
-    ctx.emit(ModelStarted, call_id=call_id, model=model)
-    ctx.emit(ModelCompleted, call_id=call_id, model=model, usage=usage)
-    ctx.record_usage(usage, model=model, provider="openai", call_id=call_id)
+@tool
+def weather(city: str) -> str:
+    """Current weather for a city."""
+    return {"Oslo": "8°C, light rain (6 mm expected)"}.get(city, "unknown")
+
+
+class _PlaysGpt4oMini(ScriptedModel):
+    """Canned replies that report themselves as gpt-4o-mini on openai, so the cost table is realistic."""
+
+    @property
+    def provider(self) -> str:
+        return "openai"
+
+
+def _agents() -> AgentHarness[None]:
+    advice = "Bring a compact umbrella and a water-resistant jacket."
+    advisor = SubAgent(
+        "packing_advisor",
+        AgentHarness(
+            model=_PlaysGpt4oMini(
+                [ScriptedModel.text(advice, usage=Usage(input_tokens=310, output_tokens=14))], model_name=MODEL
+            ),
+            system_prompt="You give short packing advice.",
+        ),
+        description="Gives packing advice for given weather.",
+    )
+    calls = [("weather", {"city": "Oslo"}), ("packing_advisor", {"input": "Light rain, 8°C in Oslo: what to pack?"})]
+    answer = "It's 8°C in Oslo with light rain, so yes: bring a compact umbrella and a water-resistant jacket."
+    script = [
+        ScriptedModel.tool_calls(calls, usage=Usage(input_tokens=420, output_tokens=46)),
+        ScriptedModel.text(answer, usage=Usage(input_tokens=610, cached_input_tokens=384, output_tokens=24)),
+    ]
+    return AgentHarness(
+        model=_PlaysGpt4oMini(script, model_name=MODEL, chunk_size=6),
+        tools=[weather, advisor.as_tool()],
+        system_prompt="You are a concise travel assistant.",
+    )
+
+
+async def _main() -> int:
+    harness = _agents()
+    ctx = RunContext(config=RunConfig(thread_id="demo-thread", tags=["demo"]))
+    prompt = "What's the weather in Oslo, and should I bring an umbrella?"
+    print("Offline demo: a scripted model plays gpt-4o-mini; no network, no API key.\n")
+    print(f"> {prompt}\n")
+    kinds: Counter[str] = Counter()
+    runs: dict[str, tuple[str | None, int]] = {}
+    stream = harness.invoke_streaming(prompt, context=ctx)
+    async for event in stream:
+        kinds[event.kind] += 1
+        runs.setdefault(event.run_id, (event.parent_run_id, event.depth))
+        if event.kind == "model.delta" and event.depth == 0:
+            delta = getattr(event, "delta", None)
+            if isinstance(delta, TextDelta):
+                sys.stdout.write(delta.text)
+                sys.stdout.flush()
+        elif event.kind == "tool.completed":
+            print(f"  [tool] {getattr(event, 'tool_name', '')} -> {getattr(event, 'output', '')}")
+    run = await stream.result()
+    print("\n\nRun tree (one root, one sub-agent one level down)")
+    for run_id, (parent, depth) in runs.items():
+        print(f"  {'  ' * depth}{run_id}  parent={parent}  depth={depth}")
+    print(f"\nEvents on the shared sink: {sum(kinds.values())}")
+    for kind, count in sorted(kinds.items()):
+        print(f"  {kind:<18} {count}")
+    print("\nUsage and cost per model call (genai-prices, offline)")
+    usage = ctx.usage.to_dataframe()[
+        ["run_id", "depth", "model", "input_tokens", "cached_input_tokens", "output_tokens"]
+    ]
+    costs = ctx.costs.to_dataframe()[["total_usd"]]
+    print(usage.join(costs).to_string(index=False))
+    total = run.cost.total_usd if run.cost is not None else None
+    print(f"\nWhole tree: {run.usage.total_tokens} tokens, {total} USD; status={run.status}")
+    return 0
 
 
 def main(argv: Sequence[str] = ()) -> int:
-    events: list[tuple[int, AgentEvent]] = []
-    root = RunContext(config=RunConfig(run_id="orchestrator", thread_id="demo", tags=["demo"]))
-    root.events.add_listener(lambda offset, event: events.append((offset, event)))
-    root.emit(RunStarted, thread_id=root.thread_id, model="gpt-4o-mini", input="summarise the report")
-    _call(root, "gpt-4o-mini", Usage(input_tokens=1_200, output_tokens=80))
-    researcher = root.child(run_id="researcher", tags=["research"], metadata={"role": "research"})
-    researcher.emit(RunStarted, thread_id=researcher.thread_id, model="gpt-4o")
-    _call(researcher, "gpt-4o", Usage(input_tokens=4_000, cached_input_tokens=3_000, output_tokens=400))
-    checker = researcher.child(run_id="fact-checker")
-    checker.emit(RunStarted, thread_id=checker.thread_id, model="gpt-4o-mini")
-    _call(checker, "gpt-4o-mini", Usage(input_tokens=900, output_tokens=60, reasoning_tokens=0))
-
-    print("Run tree")
-    for ctx in (root, researcher, checker):
-        print(
-            f"  {'  ' * ctx.depth}{ctx.run_id}  parent={ctx.parent_run_id}  root={ctx.root_run_id}"
-            f"  depth={ctx.depth}  tags={list(ctx.tags)}"
-        )
-    print("\nEvents (one shared sink)")
-    for offset, event in events:
-        print(f"  #{offset:<2} {event.kind:<16} run={event.run_id:<13} depth={event.depth}")
-    print("\nUsage")
-    print(root.usage.to_dataframe()[["run_id", "model", "input_tokens", "cached_input_tokens", "output_tokens"]])
-    print(f"\n  subtree(researcher) = {root.usage.for_subtree(researcher.run_id).total_tokens} tokens")
-    print(f"  whole tree          = {root.usage.total().total_tokens} tokens")
-    cost = root.costs.total()
-    print(f"\nCost (genai-prices, offline): {cost.total_usd} USD over {cost.priced_calls} calls")
-    return 0
+    return asyncio.run(_main())

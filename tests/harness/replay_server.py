@@ -27,6 +27,7 @@ __all__ = [
     "ReplayServer",
     "chat_completion",
     "chunk",
+    "embeddings_body",
     "error_body",
     "replay_server",
     "sse_done",
@@ -442,3 +443,33 @@ def error_body(
 ) -> dict[str, Any]:
     """An OpenAI error body ``{"error": {message, type, param, code}}``."""
     return {"error": {"message": message, "type": type, "param": param, "code": code}}
+
+
+def embeddings_body(
+    vectors: Sequence[Sequence[float] | str],
+    *,
+    model: str = "text-embedding-3-small",
+    prompt_tokens: int | None = None,
+    order: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """An embeddings response (``POST /v1/embeddings``): one ``{"object": "embedding", index, embedding}`` per vector.
+
+    ``order`` lists the indices in the order the items appear (hosts need not sort them); a str
+    vector is sent verbatim (``encoding_format="base64"``). ``prompt_tokens=None`` omits ``usage``.
+    """
+    positions = list(range(len(vectors))) if order is None else list(order)
+    body: dict[str, Any] = {
+        "object": "list",
+        "data": [
+            {
+                "object": "embedding",
+                "index": i,
+                "embedding": vectors[i] if isinstance(vectors[i], str) else list(vectors[i]),
+            }
+            for i in positions
+        ],
+        "model": model,
+    }
+    if prompt_tokens is not None:
+        body["usage"] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
+    return body

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -120,7 +121,7 @@ class CancellationToken:
         return _noop
 
     @contextmanager
-    def scope(self) -> Iterator[anyio.CancelScope]:
+    def scope(self, *, timeout_s: float | None = None) -> Iterator[anyio.CancelScope]:
         """Run the body inside a cancel scope that this token cancels, then raise ``Cancelled``.
 
         Use it around waits that must end promptly on cancel (a model stream, a backoff sleep)::
@@ -129,17 +130,22 @@ class CancellationToken:
                 async for item in model.stream(request):
                     ...
 
+        With ``timeout_s`` the same scope also ends the body at that deadline; then nothing is
+        raised and the yielded scope's ``cancelled_caught`` is true, so the caller decides what a
+        timeout means. One scope for both keeps the per-call cost to a single anyio scope.
+
         Must be entered on the event loop's thread; the token may be cancelled from any thread.
         """
         self.raise_if_cancelled()
         loop = asyncio.get_running_loop()
-        with anyio.CancelScope() as cancel_scope:
+        deadline = anyio.current_time() + timeout_s if timeout_s is not None else math.inf
+        with anyio.CancelScope(deadline=deadline) as cancel_scope:
             unregister = self.on_cancel(lambda _token: loop.call_soon_threadsafe(cancel_scope.cancel))
             try:
                 yield cancel_scope
             finally:
                 unregister()
-        if cancel_scope.cancelled_caught:
+        if cancel_scope.cancelled_caught and self._cancelled:
             raise Cancelled(self._reason)
 
     def _run_callback(self, callback: CancelCallback) -> None:

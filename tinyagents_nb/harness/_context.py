@@ -33,6 +33,7 @@ from ._events import AgentEvent, CostRecorded, UsageRecorded
 from ._ids import RunId, ThreadId
 from ._json import FrozenJson, freeze_json_object, thaw_json
 from ._sink import EventSink
+from ._steering import SteeringHandle
 from ._stores import CacheRegistry, StoreRegistry
 from ._usage import Usage, UsageTracker
 from ._window import ContextWindow
@@ -213,7 +214,20 @@ class RunContext(Generic[DataT]):
     given) and nested ones with ``child()``.
     """
 
-    __slots__ = ("cache", "cancellation", "config", "context_window", "costs", "data", "events", "stores", "usage")
+    __slots__ = (
+        "cache",
+        "cancellation",
+        "config",
+        "context_window",
+        "costs",
+        "data",
+        "deadline",
+        "events",
+        "steering",
+        "stores",
+        "streaming",
+        "usage",
+    )
 
     config: RunConfig
     data: DataT
@@ -224,6 +238,13 @@ class RunContext(Generic[DataT]):
     cache: CacheRegistry
     cancellation: CancellationToken
     context_window: ContextWindow | None
+    steering: SteeringHandle | None
+    """This run's steering queue, if it accepts steering; not inherited (commands address one run)."""
+    deadline: float | None
+    """The absolute ``time.monotonic()`` deadline of the enclosing run; children inherit it so no
+    descendant outlives its ancestor's wall-clock budget."""
+    streaming: bool
+    """Whether the enclosing run streams; sub-agents inherit it so their deltas reach the shared sink too."""
 
     @overload
     def __init__(
@@ -237,6 +258,7 @@ class RunContext(Generic[DataT]):
         cache: CacheRegistry | None = None,
         cancellation: CancellationToken | None = None,
         context_window: ContextWindow | None = None,
+        steering: SteeringHandle | None = None,
     ) -> None: ...
 
     @overload
@@ -252,6 +274,7 @@ class RunContext(Generic[DataT]):
         cache: CacheRegistry | None = None,
         cancellation: CancellationToken | None = None,
         context_window: ContextWindow | None = None,
+        steering: SteeringHandle | None = None,
     ) -> None: ...
 
     def __init__(
@@ -266,6 +289,7 @@ class RunContext(Generic[DataT]):
         cache: CacheRegistry | None = None,
         cancellation: CancellationToken | None = None,
         context_window: ContextWindow | None = None,
+        steering: SteeringHandle | None = None,
     ) -> None:
         self.config = config if config is not None else RunConfig()
         if not isinstance(self.config, RunConfig):
@@ -278,6 +302,9 @@ class RunContext(Generic[DataT]):
         self.cache = cache if cache is not None else CacheRegistry()
         self.cancellation = cancellation if cancellation is not None else CancellationToken()
         self.context_window = context_window
+        self.steering = steering
+        self.deadline: float | None = None
+        self.streaming = False
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
@@ -348,7 +375,7 @@ class RunContext(Generic[DataT]):
             run_id=run_id, thread_id=thread_id, tags=tags, metadata=metadata, configurable=configurable
         )
         self.usage.register_run(config.run_id, config.parent_run_id)
-        return RunContext(
+        child: RunContext[Any] = RunContext(
             config=config,
             data=self.data if data is _INHERIT else data,
             stores=self.stores,
@@ -359,11 +386,20 @@ class RunContext(Generic[DataT]):
             cancellation=self.cancellation,
             context_window=self.context_window,
         )
+        child.deadline = self.deadline
+        child.streaming = self.streaming
+        return child
 
     def with_cancellation(self, token: CancellationToken) -> RunContext[DataT]:
         """The same context (same handles and config) with ``token`` installed as its cancellation."""
         clone = self._copy()
         clone.cancellation = token
+        return clone
+
+    def with_steering(self, handle: SteeringHandle | None) -> RunContext[DataT]:
+        """The same context with ``handle`` as its steering queue."""
+        clone = self._copy()
+        clone.steering = handle
         return clone
 
     def with_config(self, **changes: Any) -> RunContext[DataT]:

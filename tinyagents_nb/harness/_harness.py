@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -162,6 +161,8 @@ class AgentHarness(Generic[DataT]):
         if self.policy.response_cache is not None:
             return self.policy.response_cache
         cache = ctx.cache.response_cache
+        if cache is None:
+            return None
         return cache if isinstance(cache, ResponseCache) else None
 
     def update_context_window(self, ctx: RunContext[Any], request: ModelRequest) -> None:
@@ -232,7 +233,21 @@ class AgentHarness(Generic[DataT]):
         Ctrl-C (or a kernel interrupt) cancels the run cooperatively and raises ``RunCancelled``.
         """
         ctx = self._context(config, data)
-        return _run_blocking(functools.partial(self.invoke_in_context, ctx, input), ctx)
+
+        async def run_and_close() -> AgentRun:
+            try:
+                return await self.invoke_in_context(ctx, input)
+            finally:  # the private loop ends with this call: release clients bound to it
+                await self.aclose()
+
+        return _run_blocking(run_and_close, ctx)
+
+    async def aclose(self) -> None:
+        """Close the models' HTTP clients for the running loop (models that have ``aclose``)."""
+        for model in self.model_chain:
+            closer = getattr(model, "aclose", None)
+            if closer is not None:
+                await closer()
 
     def _status(self, ctx: RunContext[Any]) -> HarnessRunStatus:
         return HarnessRunStatus(

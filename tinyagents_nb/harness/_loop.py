@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -19,6 +20,7 @@ from ._errors import (
     LimitExceeded,
     RunCancelled,
     RunTimeout,
+    SteeringError,
     StructuredOutputError,
     TinyAgentsError,
     ToolArgumentsError,
@@ -38,16 +40,27 @@ from ._events import (
     RunCompleted,
     RunFailed,
     RunStarted,
+    SteeringApplied,
     ToolCompleted,
     ToolFailed,
     ToolStarted,
 )
 from ._limits import LimitTracker
-from ._messages import AssistantMessage, Message, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta, ToolMessage
+from ._messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    TextDelta,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolMessage,
+)
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
 from ._response_cache import cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
+from ._steering import Cancel, InjectMessage, Pause, Redirect, Resume, SteeringCommand, SteeringHandle
 from ._structured import StructuredOutput, extract_structured, is_structured_call, prepare_request
 from ._tools import Tool, ToolResult
 
@@ -76,7 +89,6 @@ class RunLoop:
         *,
         streaming: bool,
         status: HarnessRunStatus,
-        deadline: float | None = None,
     ) -> None:
         self.harness = harness
         self.ctx = ctx
@@ -85,7 +97,7 @@ class RunLoop:
         self.status = status
         policy = harness.policy
         self.clock = policy.clock
-        self.limits = LimitTracker.for_run(policy.limits, ctx.config, clock=self.clock.monotonic, deadline=deadline)
+        self.limits = LimitTracker.for_run(policy.limits, ctx.config, clock=self.clock.monotonic, deadline=ctx.deadline)
         self.partial: StreamAccumulator | None = None
         self.structured: StructuredOutput | None = None
         self.model_calls = 0
@@ -95,6 +107,15 @@ class RunLoop:
     # ---------------------------------------------------------------------------- driver
     async def run(self) -> AgentRun:
         """Run to the end; returns the ``AgentRun`` whatever the outcome (errors are in ``run.error``)."""
+        ctx = self.ctx
+        saved = ctx.deadline, ctx.streaming
+        ctx.deadline, ctx.streaming = self.limits.deadline, self.streaming
+        try:
+            return await self._drive()
+        finally:
+            ctx.deadline, ctx.streaming = saved
+
+    async def _drive(self) -> AgentRun:
         harness, ctx = self.harness, self.ctx
         ctx.emit(
             RunStarted,
@@ -132,6 +153,8 @@ class RunLoop:
         strategy = harness.structured_strategy
         while True:
             ctx.cancellation.raise_if_cancelled()
+            if ctx.steering is not None:
+                await self._steering_checkpoint(ctx.steering)
             self._check_limit(limits.check_deadline)
             self._check_limit(limits.record_model_call)
             request = ModelRequest(
@@ -181,6 +204,54 @@ class RunLoop:
             self.status.phase = "tools"
             self.messages.extend(await self._run_tools(calls))
             self.status.tool_calls = self.tool_calls
+
+    # ---------------------------------------------------------------------------- steering
+    async def _steering_checkpoint(self, handle: SteeringHandle) -> None:
+        """Apply queued commands; while paused, wait (cancellably, within the deadline) for more."""
+        ctx = self.ctx
+        while True:
+            batch = handle.drain()
+            if batch:
+                refused = next((c for c in batch if not handle.policy.permits(c.command)), None)
+                if refused is not None:
+                    ctx.emit(SteeringApplied, command=refused.command, accepted=False, detail="not permitted")
+                    raise SteeringError(
+                        f"steering command `{refused.command}` is not permitted by the run's steering policy",
+                        hint="create the SteeringHandle with SteeringPolicy().allow(...) or SteeringPolicy.allow_all()",
+                    )
+                for command in batch:
+                    self._apply(handle, command)
+            if not handle.is_paused:
+                return
+            self.status.phase = "paused"
+            with ctx.cancellation.scope(timeout_s=self.limits.remaining_s()) as scope:
+                await handle.wait_for_command()
+            if scope.cancelled_caught:
+                raise self._timeout()
+            self.status.phase = "idle"
+
+    def _apply(self, handle: SteeringHandle, command: SteeringCommand) -> None:
+        ctx = self.ctx
+        detail = ""
+        if isinstance(command, Pause):
+            handle._latch_pause(command.reason)
+            detail = command.reason or ""
+        elif isinstance(command, Resume):
+            handle._release()
+        elif isinstance(command, Cancel):
+            ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=command.reason or "")
+            ctx.cancellation.cancel(command.reason or "cancelled by steering")
+            raise Cancelled(ctx.cancellation.reason)
+        elif isinstance(command, InjectMessage):
+            self.messages.append(command.message)
+            detail = _preview(command.message.text)
+        elif isinstance(command, Redirect):
+            self.messages.append(SystemMessage(text=f"[steering:redirect] {command.instruction}"))
+            detail = _preview(command.instruction)
+        else:
+            ctx.config = replace(ctx.config, metadata={**ctx.config.metadata, **command.metadata})
+            detail = ", ".join(sorted(command.metadata))
+        ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=detail)
 
     # ---------------------------------------------------------------------------- model calls
     async def _call_model(self, request: ModelRequest, call_id: str) -> ModelResponse:
@@ -238,18 +309,18 @@ class RunLoop:
     ) -> ModelResponse:
         ctx = self.ctx
         self.partial = None
+        if response.model is None or response.provider is None:  # record who actually served the call
+            response = replace(
+                response, model=response.model or model.model_name, provider=response.provider or model.provider
+            )
         response = await self.harness.middleware.after_model(ctx, response)
         if not cached and not response.usage.is_empty:
-            ctx.record_usage(
-                response.usage,
-                model=response.model or model.model_name,
-                provider=response.provider or model.provider,
-                call_id=call_id,
-            )
+            served = response.model or model.model_name
+            ctx.record_usage(response.usage, model=served, provider=response.provider, call_id=call_id)
         ctx.emit(
             ModelCompleted,
             call_id=call_id,
-            model=response.model or model.model_name,
+            model=response.model,
             usage=response.usage,
             finish_reason=response.finish_reason,
             duration_s=self.clock.monotonic() - started,
@@ -263,21 +334,19 @@ class RunLoop:
         limiter = harness.policy.rate_limiter
         if limiter is not None:
             await limiter.acquire(cancellation=ctx.cancellation)
-        remaining = self.limits.remaining_s()
-        with ctx.cancellation.scope():
-            with anyio.move_on_after(remaining if remaining is not None else float("inf")) as deadline:
-                if not self.streaming:
-                    return await model.invoke(request)
-                acc = self.partial = StreamAccumulator(model=model.model_name, provider=model.provider)
-                on_delta = harness.middleware.on_model_delta if harness.middleware.has("on_model_delta") else None
-                async for item in model.stream(request):
-                    acc.add(item)
-                    if isinstance(item, TextDelta | ThinkingDelta | ToolCallDelta):
-                        ctx.emit(ModelDelta, call_id=call_id, delta=item)
-                        if on_delta is not None:
-                            on_delta(ctx, item)
-                return acc.response()
-        assert deadline.cancelled_caught
+        with ctx.cancellation.scope(timeout_s=self.limits.remaining_s()):
+            if not self.streaming:
+                return await model.invoke(request)
+            acc = self.partial = StreamAccumulator(model=model.model_name, provider=model.provider)
+            on_delta = harness.middleware.on_model_delta if harness.middleware.has("on_model_delta") else None
+            async for item in model.stream(request):
+                acc.add(item)
+                if isinstance(item, TextDelta | ThinkingDelta | ToolCallDelta):
+                    ctx.emit(ModelDelta, call_id=call_id, delta=item)
+                    if on_delta is not None:
+                        on_delta(ctx, item)
+            return acc.response()
+        # only reached when the run's deadline ended the call (a cancel raises inside the scope)
         raise self._timeout()
 
     # ---------------------------------------------------------------------------- tools

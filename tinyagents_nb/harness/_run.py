@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 __all__ = ["AgentRun", "HarnessRunStatus", "RunPhase", "RunStatus"]
 
 RunStatus = Literal["running", "completed", "failed", "cancelled"]
-RunPhase = Literal["idle", "model", "tools", "done"]
+RunPhase = Literal["idle", "model", "tools", "paused", "done"]
 
 
 @dataclass(kw_only=True, slots=True)

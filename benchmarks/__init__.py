@@ -1,0 +1,1 @@
+"""Benchmarks: ``./dev bench`` runs them all (``python -m benchmarks``)."""

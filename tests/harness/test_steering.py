@@ -1,0 +1,190 @@
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import anyio
+import pytest
+from pydantic import ValidationError
+
+from tinyagents_nb.harness._context import RunConfig, RunContext
+from tinyagents_nb.harness._errors import ConfigurationError, RunCancelled, SteeringError
+from tinyagents_nb.harness._harness import AgentHarness
+from tinyagents_nb.harness._messages import SystemMessage, UserMessage
+from tinyagents_nb.harness._model import ModelRequest, ModelResponse
+from tinyagents_nb.harness._steering import (
+    Cancel,
+    InjectMessage,
+    Pause,
+    Redirect,
+    Resume,
+    SetMetadata,
+    SteeringCommand,
+    SteeringHandle,
+    SteeringPolicy,
+    steering_from_dict,
+    steering_to_dict,
+)
+from tinyagents_nb.harness._tools import tool
+from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+
+@tool
+def noop() -> str:
+    """Do nothing."""
+    return "ok"
+
+
+def steered(policy: SteeringPolicy | None = None) -> tuple[RunContext[None], SteeringHandle]:
+    handle = SteeringHandle(policy or SteeringPolicy.allow_all())
+    return RunContext(config=RunConfig(metadata={"a": 1})).with_steering(handle), handle
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        Pause(reason="look"),
+        Resume(),
+        Cancel(reason="stop"),
+        InjectMessage(message=UserMessage(text="also check B")),
+        Redirect(instruction="focus on costs"),
+        SetMetadata(metadata={"priority": "high"}),
+    ],
+)
+async def test_commands_round_trip_through_json(command: SteeringCommand) -> None:
+    data = steering_to_dict(command)
+    assert data["command"] == command.command
+    assert steering_from_dict(data) == command
+
+
+async def test_bad_commands_are_rejected() -> None:
+    with pytest.raises(ValidationError):
+        steering_from_dict({"command": "explode"})
+    with pytest.raises(ConfigurationError):
+        SteeringHandle().send("pause")  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="unknown steering kind"):
+        SteeringPolicy().allow("teleport")
+    with pytest.raises(ConfigurationError, match="not JSON"):
+        SetMetadata(metadata={"x": object()})
+
+
+async def test_default_policy_allows_nothing_and_a_refused_batch_applies_nothing() -> None:
+    ctx, handle = steered(SteeringPolicy().allow("redirect"))
+    rec = EventRecorder(ctx.events)
+    model = ScriptedModel(["never"])
+    handle.send(Redirect(instruction="first"))
+    handle.send(SetMetadata(metadata={"b": 2}))
+    with pytest.raises(SteeringError, match="set_metadata"):
+        await AgentHarness(model=model).invoke_in_context(ctx, "go")
+    assert model.calls == 0
+    assert dict(ctx.config.metadata) == {"a": 1}
+    applied = rec.of_kind("steering.applied")
+    assert [(e.command, e.accepted) for e in applied] == [("set_metadata", False)]  # type: ignore[attr-defined]
+    assert SteeringPolicy().permits("pause") is False
+
+
+async def test_injected_message_is_in_the_very_next_request() -> None:
+    ctx, handle = steered()
+    requests: list[ModelRequest] = []
+
+    def reply(request: ModelRequest) -> ModelResponse | str:
+        requests.append(request)
+        if len(requests) == 1:
+            handle.send(InjectMessage(message=UserMessage(text="injected!")))
+            handle.send(Redirect(instruction="be brief"))
+            handle.send(SetMetadata(metadata={"b": 2}))
+            return ScriptedModel.tool_call("noop", {})
+        return "done"
+
+    rec = EventRecorder(ctx.events)
+    await AgentHarness(model=FunctionModel(reply), tools=[noop]).invoke_in_context(ctx, "go")
+    second = requests[1].messages
+    assert second[-2] == UserMessage(text="injected!")
+    assert second[-1] == SystemMessage(text="[steering:redirect] be brief")
+    assert dict(ctx.config.metadata) == {"a": 1, "b": 2}
+    assert [e.command for e in rec.of_kind("steering.applied")] == [  # type: ignore[attr-defined]
+        "inject_message",
+        "redirect",
+        "set_metadata",
+    ]
+
+
+async def test_pause_latches_until_resume_from_another_thread() -> None:
+    ctx, handle = steered()
+    calls: list[int] = []
+    paused_seen = threading.Event()
+
+    def reply(request: ModelRequest) -> ModelResponse | str:
+        calls.append(1)
+        if len(calls) == 1:
+            handle.send(Pause(reason="review"))
+            handle.send(Resume())  # a resume in the same batch releases it ...
+            handle.send(Pause(reason="really"))  # ... and a later pause latches again
+            return ScriptedModel.tool_call("noop", {})
+        return "resumed"
+
+    harness = AgentHarness(model=FunctionModel(reply), tools=[noop])
+    stream = harness.invoke_streaming("go", context=ctx)
+
+    async def watch() -> None:
+        async for event in stream:
+            if event.kind == "steering.applied" and getattr(event, "detail", "") == "really":
+                paused_seen.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch)
+        with anyio.fail_after(5):
+            await anyio.to_thread.run_sync(paused_seen.wait)
+        await anyio.sleep(0.1)
+        assert len(calls) == 1  # held at the checkpoint: no model call while paused
+        assert handle.is_paused
+        assert stream.status.phase == "paused"
+        threading.Thread(target=handle.send, args=(Resume(),)).start()
+    run = await stream.result()
+    assert run.final_text == "resumed"
+    assert len(calls) == 2
+    assert not handle.is_paused
+
+
+async def test_stop_while_paused_cancels_promptly() -> None:
+    ctx, handle = steered()
+    handle.send(Pause())
+    timer = threading.Timer(0.1, ctx.cancellation.cancel, args=("stop button",))
+    timer.start()
+    with anyio.fail_after(5):
+        run, _ = await AgentHarness(model=ScriptedModel(["never"])).invoke_with_status(ctx, "go")
+    timer.join()
+    assert run.status == "cancelled"
+
+
+async def test_cancel_command_cancels_the_run_and_token() -> None:
+    ctx, handle = steered()
+    handle.send(Cancel(reason="enough"))
+    with pytest.raises(RunCancelled, match="enough"):
+        await AgentHarness(model=ScriptedModel(["never"])).invoke_in_context(ctx, "go")
+    assert ctx.cancellation.is_cancelled
+
+
+async def test_pause_respects_the_wall_clock() -> None:
+    from tinyagents_nb.harness._errors import RunTimeout
+
+    handle = SteeringHandle(SteeringPolicy.allow_all())
+    ctx = RunContext(config=RunConfig(timeout_s=0.1)).with_steering(handle)
+    handle.send(Pause())
+    with anyio.fail_after(5), pytest.raises(RunTimeout):
+        await AgentHarness(model=ScriptedModel(["never"])).invoke_in_context(ctx, "go")
+
+
+async def test_clones_share_one_queue() -> None:
+    handle = SteeringHandle(SteeringPolicy.allow_all())
+    clone = handle.clone()
+    clone.send(Pause())
+    assert handle.pending == 1
+    assert [c.command for c in handle.drain()] == ["pause"]
+    assert clone.pending == 0
+
+
+def _unused(_: Any) -> None:
+    return None
