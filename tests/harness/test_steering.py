@@ -188,3 +188,44 @@ async def test_clones_share_one_queue() -> None:
 
 def _unused(_: Any) -> None:
     return None
+
+
+async def test_stream_handle_steers_pauses_and_resumes() -> None:
+    ctx, handle = steered()
+    requests: list[ModelRequest] = []
+    stream_box: list[Any] = []
+
+    def reply(request: ModelRequest) -> ModelResponse | str:
+        requests.append(request)
+        if len(requests) == 1:
+            stream_box[0].steer("and B too")
+            return ScriptedModel.tool_call("noop", {})
+        return "done"
+
+    stream = AgentHarness(model=FunctionModel(reply), tools=[noop]).invoke_streaming("go", context=ctx)
+    stream_box.append(stream)
+    run = await stream
+    assert run.final_text == "done"
+    assert requests[1].messages[-1] == UserMessage(text="and B too")
+    assert stream.done
+
+
+async def test_stream_without_steering_refuses_with_a_hint() -> None:
+    stream = AgentHarness(model=ScriptedModel(["x"])).invoke_streaming("go")
+    with pytest.raises(SteeringError) as info:
+        stream.pause()
+    assert info.value.hint
+    await stream.result()
+
+
+async def test_new_root_shares_session_handles_but_not_the_token() -> None:
+    session = RunContext(config=RunConfig(thread_id="nb", tags=["nb"]))
+    a = session.new_root(tags=["a"])
+    b = session.new_root(thread_id="other")
+    assert a.events is session.events and a.usage is session.usage and a.stores is session.stores
+    assert a.cancellation is not session.cancellation
+    assert a.root_run_id == a.run_id and a.depth == 0 and a.parent_run_id is None
+    assert a.thread_id == "nb" and b.thread_id == "other"
+    assert a.tags == ("nb", "a")
+    a.cancellation.cancel()
+    assert not b.cancellation.is_cancelled

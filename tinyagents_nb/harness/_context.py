@@ -390,6 +390,45 @@ class RunContext(Generic[DataT]):
         child.streaming = self.streaming
         return child
 
+    def new_root(
+        self,
+        *,
+        run_id: str | None = None,
+        thread_id: str | None | Any = _INHERIT,
+        tags: Sequence[str] = (),
+        metadata: Mapping[str, object] | None = None,
+        steering: SteeringHandle | None = None,
+    ) -> RunContext[DataT]:
+        """A new root run (depth 0, its own id tree and cancellation token) sharing this context's
+        stores, event sink, usage and cost trackers, cache and data.
+
+        This is how a long-lived session (a notebook kernel) starts independent runs: one Stop
+        cancels one run, while the session still sees every run's events, usage and cost.
+        """
+        cfg = self.config
+        config = RunConfig(
+            run_id=RunId(run_id) if run_id is not None else RunId.new(),
+            thread_id=cfg.thread_id if thread_id is _INHERIT else thread_id,
+            tags=(*cfg.tags, *_normalize_tags(tags)),
+            metadata={**cfg.metadata, **(metadata or {})},
+            configurable=cfg.configurable,
+            timeout_s=cfg.timeout_s,
+            max_model_calls=cfg.max_model_calls,
+            max_tool_calls=cfg.max_tool_calls,
+            max_turn_output_tokens=cfg.max_turn_output_tokens,
+            max_depth=cfg.max_depth,
+        )
+        return RunContext(
+            config=config,
+            data=self.data,
+            stores=self.stores,
+            events=self.events,
+            usage=self.usage,
+            costs=self.costs,
+            cache=self.cache,
+            steering=steering,
+        )
+
     def with_cancellation(self, token: CancellationToken) -> RunContext[DataT]:
         """The same context (same handles and config) with ``token`` installed as its cancellation."""
         clone = self._copy()

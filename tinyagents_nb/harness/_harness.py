@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
@@ -12,7 +12,7 @@ import anyio
 
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._context import RunConfig, RunContext
-from ._errors import ConfigurationError
+from ._errors import ConfigurationError, SteeringError
 from ._events import AgentEvent
 from ._limits import RunLimits
 from ._loop import RunLoop
@@ -24,6 +24,7 @@ from ._providers import resolve_model
 from ._response_cache import ResponseCache
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
+from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tokens import TokenEstimator
 from ._tools import Tool, ToolRegistry
@@ -302,9 +303,40 @@ class AgentStream(AsyncIterator[AgentEvent]):
             raise run.error
         return run
 
+    @property
+    def done(self) -> bool:
+        return self._task is not None and self._task.done()
+
     def cancel(self, reason: str | None = None) -> None:
         """Request cooperative cancellation (thread-safe)."""
         self.context.cancellation.cancel(reason)
+
+    def steer(self, command: SteeringCommand | str) -> None:
+        """Send a steering command (a string is an injected user message); thread-safe.
+
+        Raises:
+            SteeringError: The run was started without a ``SteeringHandle`` on its context.
+        """
+        handle = self.context.steering
+        if handle is None:
+            raise SteeringError(
+                "this run accepts no steering",
+                hint="start it with a context that has a SteeringHandle (RunContext.with_steering)",
+            )
+        handle.send(InjectMessage(message=UserMessage(text=command)) if isinstance(command, str) else command)
+
+    def pause(self, reason: str | None = None) -> None:
+        """Hold the run at its next checkpoint (before its next model call)."""
+        self.steer(Pause(reason=reason))
+
+    def resume(self) -> None:
+        self.steer(Resume())
+
+    def redirect(self, instruction: str) -> None:
+        self.steer(Redirect(instruction=instruction))
+
+    def __await__(self) -> Generator[Any, None, AgentRun]:
+        return self.result().__await__()
 
     async def aclose(self) -> None:
         """Stop listening; a run still going is cancelled and awaited."""
