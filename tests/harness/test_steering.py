@@ -191,7 +191,7 @@ def _unused(_: Any) -> None:
 
 
 async def test_stream_handle_steers_pauses_and_resumes() -> None:
-    ctx, handle = steered()
+    ctx, _ = steered()
     requests: list[ModelRequest] = []
     stream_box: list[Any] = []
 
@@ -222,10 +222,15 @@ async def test_new_root_shares_session_handles_but_not_the_token() -> None:
     session = RunContext(config=RunConfig(thread_id="nb", tags=["nb"]))
     a = session.new_root(tags=["a"])
     b = session.new_root(thread_id="other")
-    assert a.events is session.events and a.usage is session.usage and a.stores is session.stores
+    assert a.events is session.events
+    assert a.usage is session.usage
+    assert a.stores is session.stores
     assert a.cancellation is not session.cancellation
-    assert a.root_run_id == a.run_id and a.depth == 0 and a.parent_run_id is None
-    assert a.thread_id == "nb" and b.thread_id == "other"
+    assert a.root_run_id == a.run_id
+    assert a.depth == 0
+    assert a.parent_run_id is None
+    assert a.thread_id == "nb"
+    assert b.thread_id == "other"
     assert a.tags == ("nb", "a")
     a.cancellation.cancel()
     assert not b.cancellation.is_cancelled

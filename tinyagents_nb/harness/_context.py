@@ -394,15 +394,14 @@ class RunContext(Generic[DataT]):
         self,
         *,
         run_id: str | None = None,
-        thread_id: str | None | Any = _INHERIT,
+        thread_id: str | Any | None = _INHERIT,
         tags: Sequence[str] = (),
         metadata: Mapping[str, object] | None = None,
         steering: SteeringHandle | None = None,
     ) -> RunContext[DataT]:
-        """A new root run (depth 0, its own id tree and cancellation token) sharing this context's
-        stores, event sink, usage and cost trackers, cache and data.
+        """A new root run sharing this context's stores, sink, usage and cost trackers, cache and data.
 
-        This is how a long-lived session (a notebook kernel) starts independent runs: one Stop
+        The new run has depth 0, its own id tree and its own cancellation token. This is how a long-lived session (a notebook kernel) starts independent runs: one Stop
         cancels one run, while the session still sees every run's events, usage and cost.
         """
         cfg = self.config

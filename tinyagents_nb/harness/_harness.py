@@ -19,6 +19,7 @@ from ._loop import RunLoop
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._middleware import Middleware, MiddlewareStack
 from ._model import ChatModel, ModelRequest
+from ._pressure import ContextPressureChain
 from ._profile import ModelProfile
 from ._providers import resolve_model
 from ._response_cache import ResponseCache
@@ -104,6 +105,10 @@ class AgentHarness(Generic[DataT]):
         system_prompt: Prepended to the input unless it already starts with a system message.
         context_window: The model's window (or its size in tokens); taken from the model profile when omitted.
         name: A label for this agent (used by sub-agents and the dashboard).
+        pressure: The context-pressure chain applied before every model call when a context window is
+            known: ``"default"`` (drop retrieved context, trim, summarize, compact tool outputs, then
+            fail with ``ContextLimitError``), a ``ContextPressureChain`` of your own, or ``None`` to
+            only measure (the provider then has the last word).
         output_type: Structured output to extract (a pydantic model, any type pydantic validates, or a
             JSON schema); overrides ``policy.output``.
     """
@@ -119,6 +124,7 @@ class AgentHarness(Generic[DataT]):
         context_window: ContextWindow | int | None = None,
         name: str | None = None,
         output_type: OutputSpec | type[Any] | Mapping[str, Any] | None = None,
+        pressure: ContextPressureChain | Literal["default"] | None = "default",
     ) -> None:
         self.model: ChatModel = resolve_model(model)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
@@ -143,6 +149,9 @@ class AgentHarness(Generic[DataT]):
         if output is not None and output.name in self.tools:
             raise ConfigurationError(f"structured output name {output.name!r} collides with a tool of that name")
         self.context_window = self._window(context_window)
+        self.pressure: ContextPressureChain | None = (
+            (ContextPressureChain() if pressure == "default" else pressure) if self.context_window is not None else None
+        )
         self._estimator: TokenEstimator | None = None
         self._tool_tokens: int | None = None
 
@@ -166,17 +175,32 @@ class AgentHarness(Generic[DataT]):
             return None
         return cache if isinstance(cache, ResponseCache) else None
 
-    def update_context_window(self, ctx: RunContext[Any], request: ModelRequest) -> None:
-        """Estimate the request against the window so the gauge (``ctx.context_window``) stays current."""
+    async def fit_context(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
+        """Make the request fit the context window (the pressure chain) and publish the estimate.
+
+        The run's own transcript is not changed: relief applies to what is sent, and the chain's
+        summaries are reused across calls so re-relieving the same history is cheap. The final
+        estimate lands on ``ctx.context_window``, where the notebook's gauge reads it.
+        """
         window = self.context_window
         if window is None:
-            return
+            return request
         if self._estimator is None:
             self._estimator = TokenEstimator.for_model(self.model.model_name)
             text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in request.tools)
             self._tool_tokens = self._estimator.counter.count(text) if text else 0
-        estimate = self._estimator.estimate(request.messages, tools_schema_tokens=self._tool_tokens or 0)
+        estimator, tool_tokens = self._estimator, self._tool_tokens or 0
+        if self.pressure is not None:
+            relieved = await self.pressure.relieve(
+                ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
+            )
+            if len(relieved) != len(request.messages) or any(
+                a is not b for a, b in zip(relieved, request.messages, strict=True)
+            ):
+                request = request.with_messages(tuple(relieved))
+        estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         ctx.context_window = window.with_estimate(estimate)
+        return request
 
     # ---------------------------------------------------------------------------- entry points
     def _messages(self, input: AgentInput) -> list[Message]:

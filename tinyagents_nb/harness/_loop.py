@@ -168,8 +168,8 @@ class RunLoop:
             )
             if output is not None and strategy is not None:
                 request = prepare_request(request, output, strategy)
-            harness.update_context_window(ctx, request)
             request = await harness.middleware.before_model(ctx, request)
+            request = await harness.fit_context(ctx, request)
             call_id = str(policy.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id

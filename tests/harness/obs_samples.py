@@ -1,0 +1,75 @@
+"""One instance of every event class in ``_events``, with non-default values, for observability tests."""
+
+from __future__ import annotations
+
+import inspect
+from decimal import Decimal
+from typing import Any
+
+from tinyagents_nb.harness import _events as E
+from tinyagents_nb.harness._messages import TextDelta, ThinkingDelta, ToolCallDelta
+from tinyagents_nb.harness._usage import Usage
+
+USAGE = Usage(input_tokens=120, output_tokens=40, cached_input_tokens=20, reasoning_tokens=10, cache_write_tokens=5)
+
+
+def lineage(n: int) -> Any:
+    return {"run_id": "child-1", "parent_run_id": "root-1", "root_run_id": "root-1", "depth": 1, "ts": 1000.25 + n}
+
+
+def sample_events() -> list[E.AgentEvent]:
+    """Every concrete event class, each field set to something a lossy codec would get wrong."""
+    events: list[E.AgentEvent] = [
+        E.RunStarted(thread_id="t-1", model="openai:gpt-4o-mini", input="héllo ✓", **lineage(0)),
+        E.RunCompleted(final_text="done", usage=USAGE, model_calls=2, tool_calls=3, duration_s=1.5, **lineage(1)),
+        E.RunFailed(error_type="ProviderError", error="boom", duration_s=0.5, **lineage(2)),
+        E.RunCancelledEvent(reason="user", duration_s=0.25, **lineage(3)),
+        E.ModelStarted(call_id="c1", model="m", **lineage(4)),
+        E.ModelDelta(call_id="c1", delta=TextDelta(text="hi"), **lineage(5)),
+        E.ModelDelta(call_id="c1", delta=ThinkingDelta(text="hmm"), **lineage(6)),
+        E.ModelDelta(call_id="c1", delta=ToolCallDelta(index=1, id="tc", name="add", arguments='{"a":'), **lineage(7)),
+        E.ModelCompleted(
+            call_id="c1", model="m", usage=USAGE, finish_reason="stop", duration_s=0.75, cached=True, **lineage(8)
+        ),
+        E.ModelFailed(call_id="c1", model="m", error_type="ProviderError", error="503", attempt=3, **lineage(9)),
+        E.ToolStarted(
+            call_id="t1", tool_name="add", arguments={"a": 1, "nested": {"xs": [1, "two", None]}}, **lineage(10)
+        ),
+        E.ToolCompleted(call_id="t1", tool_name="add", output="3", is_error=True, duration_s=0.125, **lineage(11)),
+        E.ToolFailed(
+            call_id="t1", tool_name="add", error_type="ValueError", error="bad", duration_s=0.5, **lineage(12)
+        ),
+        E.SubAgentStarted(name="researcher", child_run_id="child-2", **lineage(13)),
+        E.SubAgentCompleted(name="researcher", child_run_id="child-2", status="failed", usage=USAGE, **lineage(14)),
+        E.SubAgentReused(name="researcher", turn=2, **lineage(15)),
+        E.UsageRecorded(call_id="c1", model="m", usage=USAGE, **lineage(16)),
+        E.CostRecorded(call_id="c1", model="m", usd=Decimal("0.000123450"), **lineage(17)),
+        E.CostRecorded(call_id=None, model=None, usd=None, **lineage(18)),
+        E.LimitReached(limit="model_calls", maximum=10.0, **lineage(19)),
+        E.RetryScheduled(call_id="c1", attempt=2, delay_s=0.5, error="429", **lineage(20)),
+        E.FallbackUsed(call_id="c1", from_model="a", to_model="b", error="down", **lineage(21)),
+        E.CacheHit(call_id="c1", key="k1", **lineage(22)),
+        E.CacheMiss(call_id="c1", key="k2", **lineage(23)),
+        E.SteeringApplied(command="pause", accepted=False, detail="not now", **lineage(24)),
+        E.ContextPressure(
+            action="trim",
+            tokens_before=900,
+            tokens_after=400,
+            limit_tokens=512,
+            removed_messages=3,
+            detail="x",
+            **lineage(25),
+        ),
+        E.MemoryLoaded(thread_id="t-1", messages=4, **lineage(26)),
+        E.MemorySaved(thread_id="t-1", messages=6, **lineage(27)),
+    ]
+    return events
+
+
+def event_classes() -> set[type[E.AgentEvent]]:
+    """Every concrete event class ``_events`` exports (so a new class fails the coverage test until sampled)."""
+    return {
+        obj
+        for name in E.__all__
+        if inspect.isclass(obj := getattr(E, name)) and issubclass(obj, E.AgentEvent) and obj is not E.AgentEvent
+    }

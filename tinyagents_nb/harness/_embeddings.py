@@ -1,0 +1,662 @@
+"""Embedding models and the ``Retriever`` that pulls relevant snippets into a model's context.
+
+In the recursive-LM framing, retrieval is how an agent reads a large external environment a few
+snippets at a time instead of stuffing all of it into one window. ``Retriever.index`` embeds
+documents into a ``VectorStore``; ``retrieve`` embeds a query and returns the closest documents;
+``retrieve_messages`` wraps them as user messages tagged ``RETRIEVED_TAG``, which the
+context-pressure chain drops first when a request does not fit.
+
+``OpenAIEmbeddingModel`` speaks ``POST {base}/embeddings`` over httpx, with the chat adapter's key
+handling, secrecy and error mapping (httpx is imported on first call). ``MockEmbeddingModel`` is a
+deterministic bag-of-words hasher for tests and offline notebooks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import functools
+import hashlib
+import json
+import math
+import re
+import sys
+from array import array
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, Self, TypeVar, runtime_checkable
+
+from pydantic import Field
+
+from ._errors import ConfigurationError, ProviderError, TinyAgentsError
+from ._json import freeze_json_object
+from ._messages import RETRIEVED_TAG, UserMessage
+from ._openai import OpenAIChatModel, _httpx
+from ._openai_errors import error_from_payload, malformed
+from ._providers import ProviderSpec
+from ._retry import RetryPolicy, call_with_retry
+from ._usage import Usage
+from ._vectors import Document, InMemoryVectorStore, ScoredDocument, VectorStore
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ._context import RunContext
+    from ._model import ModelRequest
+    from ._tools import FunctionTool
+
+__all__ = ["EmbeddingModel", "EmbeddingResult", "MockEmbeddingModel", "OpenAIEmbeddingModel", "Retriever"]
+
+T = TypeVar("T")
+
+_MAX_BATCH: Final = 2048  # OpenAI's cap on inputs per embeddings request
+_MAX_TOOL_TOP_K: Final = 20
+
+
+# ------------------------------------------------------------------------------------------ protocol
+@runtime_checkable
+class EmbeddingModel(Protocol):
+    """Turns texts into vectors; similar texts get vectors with a high cosine similarity."""
+
+    @property
+    def model_name(self) -> str: ...
+    @property
+    def dimensions(self) -> int | None: ...
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+    async def embed_query(self, text: str) -> list[float]: ...
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class EmbeddingResult:
+    """Vectors (in input order) with the tokens they cost and the model that served them."""
+
+    vectors: list[list[float]]
+    usage: Usage
+    model: str
+
+
+def _texts(texts: object) -> list[str]:
+    if isinstance(texts, str):
+        raise ConfigurationError("embed() takes a sequence of texts; use embed_query() for a single text")
+    if not isinstance(texts, Iterable):
+        raise ConfigurationError(f"texts must be a sequence of str, got {type(texts).__name__}")
+    items = list(texts)
+    for i, text in enumerate(items):
+        if not isinstance(text, str):
+            raise ConfigurationError(f"texts[{i}] must be a str, got {type(text).__name__}")
+    return items
+
+
+def _positive_int(name: str, value: object, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1 or (maximum and value > maximum):
+        bound = f"between 1 and {maximum}" if maximum else ">= 1"
+        raise ConfigurationError(f"{name} must be an int {bound}, got {value!r}")
+    return value
+
+
+# ------------------------------------------------------------------------------------------ mock
+_WORD: Final = re.compile(r"\w+")
+_STOP_WORDS: Final = frozenset(
+    "a an and are as at be by for from has have in is it its of on or that the this to was were will with".split()
+)
+
+
+@functools.lru_cache(maxsize=65536)
+def _bucket(token: str, dims: int) -> int:
+    digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "little") % dims
+
+
+class MockEmbeddingModel:
+    """A deterministic offline embedder: lowercase word counts hashed into buckets, L2-normalised.
+
+    Texts sharing words score higher than texts that do not, the same on every machine and run
+    (the hash is BLAKE2, not Python's salted ``hash``). Common English stop words are ignored unless
+    a text has nothing else. A text without words embeds to the zero vector (similar to nothing).
+
+    Attributes:
+        calls: Every batch of texts embedded, in order (for asserting what was, or was not, embedded).
+    """
+
+    __slots__ = ("_dims", "_last_usage", "_name", "calls")
+
+    def __init__(self, dimensions: int = 64, *, model_name: str = "mock-embedding") -> None:
+        self._dims = _positive_int("dimensions", dimensions)
+        name: object = model_name
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"model_name must be a non-empty string, got {model_name!r}")
+        self._name = model_name
+        self._last_usage: Usage | None = None
+        self.calls: list[list[str]] = []
+
+    @property
+    def model_name(self) -> str:
+        return self._name
+
+    @property
+    def dimensions(self) -> int:
+        return self._dims
+
+    @property
+    def last_usage(self) -> Usage | None:
+        """Words counted by the last ``embed`` call, as input tokens."""
+        return self._last_usage
+
+    def vector(self, text: str) -> list[float]:
+        """The embedding of ``text``, computed synchronously."""
+        words = _WORD.findall(text.lower())
+        tokens = [word for word in words if word not in _STOP_WORDS] or words
+        counts = [0.0] * self._dims
+        for token in tokens:
+            counts[_bucket(token, self._dims)] += 1.0
+        norm = math.hypot(*counts)
+        return [c / norm for c in counts] if norm else counts
+
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        items = _texts(texts)
+        self.calls.append(items)
+        self._last_usage = Usage(input_tokens=sum(len(_WORD.findall(text)) for text in items))
+        return [self.vector(text) for text in items]
+
+    async def embed_query(self, text: str) -> list[float]:
+        (vector,) = await self.embed([text])
+        return vector
+
+    def __repr__(self) -> str:
+        return f"MockEmbeddingModel(dimensions={self._dims}, model_name={self._name!r})"
+
+
+# ------------------------------------------------------------------------------------------ openai
+class OpenAIEmbeddingModel:
+    """An ``EmbeddingModel`` for OpenAI's embeddings endpoint and compatible hosts (Ollama, Together, ...).
+
+    Texts are sent in batches of ``batch_size``, one request after another, and the vectors come
+    back in input order whatever order the host lists them in (each carries its ``index``). The
+    key is handled as in ``OpenAIChatModel``: read from the provider's env var, never shown in
+    ``repr`` or errors. Errors are the chat adapter's: ``ProviderError`` with ``retryable`` (429 that
+    is not a quota, 5xx, network), ``ModelNotFound``, ``ContextLimitError`` for an over-long text.
+
+    Args:
+        model: The embedding model id.
+        base_url: Overrides the provider's API root (``{base_url}/embeddings`` is called).
+        api_key: The key; defaults to the provider's env var.
+        provider: A built-in provider name or a ``ProviderSpec``.
+        http_client: An ``httpx.AsyncClient`` to use (and not close); by default one is created on
+            first call, per event loop, and closed by ``aclose()``.
+        batch_size: Texts per request (OpenAI accepts up to 2048).
+        dimensions: Ask for shorter vectors (``text-embedding-3-*`` support it); sent as ``dimensions``.
+        timeout_s: Network timeout for each request.
+        retry: Retries each batch on retryable errors; ``None`` makes one attempt per batch.
+        extra_headers: Extra headers for every request, treated as secret like the key.
+
+    Raises:
+        ConfigurationError: A bad argument, an unknown provider, or a missing required key.
+    """
+
+    __slots__ = (
+        "_batch_size",
+        "_dims",
+        "_last_usage",
+        "_observed_dims",
+        "_retry",
+        "_total_usage",
+        "_transport",
+        "_url",
+    )
+
+    def __init__(
+        self,
+        model: str = "text-embedding-3-small",
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str | ProviderSpec = "openai",
+        http_client: httpx.AsyncClient | None = None,
+        batch_size: int = 256,
+        dimensions: int | None = None,
+        timeout_s: float = 60.0,
+        retry: RetryPolicy | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        # The chat adapter owns the key, the sealed headers, the per-loop client and the error mapping;
+        # an embeddings client needs exactly those, so it holds one instead of repeating them.
+        self._transport = OpenAIChatModel(
+            model,
+            base_url=base_url,
+            api_key=api_key,
+            provider=provider,
+            http_client=http_client,
+            timeout_s=timeout_s,
+            extra_headers=extra_headers,
+        )
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError(f"retry must be a RetryPolicy or None, got {type(retry).__name__}")
+        self._url = self._transport.base_url.rstrip("/") + "/embeddings"
+        self._batch_size = _positive_int("batch_size", batch_size, _MAX_BATCH)
+        self._dims = None if dimensions is None else _positive_int("dimensions", dimensions)
+        self._observed_dims: int | None = None
+        self._retry = retry
+        self._last_usage: Usage | None = None
+        self._total_usage = Usage()
+
+    # ----------------------------------------------------------------------------------- identity
+    @property
+    def model_name(self) -> str:
+        return self._transport.model_name
+
+    @property
+    def provider(self) -> str:
+        return self._transport.provider
+
+    @property
+    def spec(self) -> ProviderSpec:
+        """The provider spec in use (with ``base_url`` overridden when one was given)."""
+        return self._transport.spec
+
+    @property
+    def dimensions(self) -> int | None:
+        """The requested length, else the length the host returned last, else ``None`` before any call."""
+        return self._dims if self._dims is not None else self._observed_dims
+
+    @property
+    def last_usage(self) -> Usage | None:
+        """Tokens the last ``embed`` call cost, summed over its batches (``None`` before any call)."""
+        return self._last_usage
+
+    @property
+    def total_usage(self) -> Usage:
+        """Tokens every call on this object has cost."""
+        return self._total_usage
+
+    def __repr__(self) -> str:
+        return repr(self._transport).replace("OpenAIChatModel(", "OpenAIEmbeddingModel(", 1)
+
+    __str__ = __repr__
+
+    async def aclose(self) -> None:
+        """Close the HTTP client if this model created it; the model stays usable (a new one opens on demand)."""
+        await self._transport.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------------------------- calls
+    async def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """Vectors for ``texts``, in order (see ``embed_with_usage``)."""
+        return (await self.embed_with_usage(texts)).vectors
+
+    async def embed_query(self, text: str) -> list[float]:
+        (vector,) = await self.embed([text])
+        return vector
+
+    async def embed_with_usage(self, texts: Sequence[str]) -> EmbeddingResult:
+        """Vectors for ``texts`` in input order, with the tokens they cost (summed over batches).
+
+        An empty sequence makes no request.
+
+        Raises:
+            ProviderError: HTTP, transport or format failure (``retryable`` says whether to retry).
+            ModelNotFound: The host does not know the model.
+            ContextLimitError: A text is longer than the model accepts.
+        """
+        items = _texts(texts)
+        vectors: list[list[float]] = []
+        usage = Usage()
+        served = self.model_name
+        for start in range(0, len(items), self._batch_size):
+            attempt = functools.partial(self._request, items[start : start + self._batch_size])
+            if self._retry is None:
+                batch, batch_usage, served = await attempt()
+            else:
+                batch, batch_usage, served = await call_with_retry(attempt, policy=self._retry)
+            vectors.extend(batch)
+            usage += batch_usage
+        if vectors:
+            self._observed_dims = len(vectors[0])
+        self._last_usage = usage
+        self._total_usage += usage
+        return EmbeddingResult(vectors=vectors, usage=usage, model=served)
+
+    async def _request(self, batch: list[str]) -> tuple[list[list[float]], Usage, str]:
+        transport = self._transport
+        body: dict[str, Any] = {"model": transport.model_name, "input": batch}
+        if self._dims is not None:
+            body["dimensions"] = self._dims
+        try:
+            content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        except ValueError as exc:  # lone surrogates cannot be encoded as UTF-8
+            raise ConfigurationError(f"a text cannot be sent as UTF-8: {exc}") from None
+        httpx = _httpx()
+        error: TinyAgentsError | None = None
+        try:
+            response = await transport._http().post(
+                self._url, content=content, headers=transport._headers.reveal(), timeout=transport._timeout_obj()
+            )
+        except httpx.HTTPError as exc:
+            error = transport._transport_error(exc, interrupted=False)
+        if error is not None:
+            raise error  # raised outside the handler: the httpx error (and its headers) is not chained
+        raw = response.content
+        if response.status_code >= 300:
+            raise transport._status_error(response, raw)
+        data: object = None
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            error = self._malformed("the response body is not JSON")
+        if error is not None:
+            raise error
+        if isinstance(data, dict) and data.get("error") and "data" not in data:
+            secrets = transport._secrets.reveal()
+            raise error_from_payload(data["error"], spec=transport.spec, model=transport.model_name, secrets=secrets)
+        return self._parse(data, len(batch))
+
+    def _malformed(self, detail: str) -> ProviderError:
+        return malformed(self._transport.spec, self._transport.model_name, detail)
+
+    def _parse(self, data: object, count: int) -> tuple[list[list[float]], Usage, str]:
+        """Vectors in input order (by each item's ``index``), usage and the served model name."""
+        items = data.get("data") if isinstance(data, dict) else None
+        if not isinstance(items, list):
+            raise self._malformed("the response has no 'data' list")
+        if len(items) != count:
+            raise self._malformed(f"asked for {count} embeddings, got {len(items)}")
+        ordered: list[list[float] | None] = [None] * count
+        for position, item in enumerate(items):
+            index = item.get("index", position) if isinstance(item, dict) else None
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
+                raise self._malformed(f"data[{position}] has no valid 'index'")
+            if ordered[index] is not None:
+                raise self._malformed(f"index {index} appears twice in the response")
+            ordered[index] = self._vector(item.get("embedding"), position)
+        vectors = [vector for vector in ordered if vector is not None]
+        lengths = {len(vector) for vector in vectors}
+        expected = {self._dims} if self._dims is not None else lengths
+        if len(lengths) != 1:
+            raise self._malformed(f"the embeddings have different lengths: {sorted(lengths)}")
+        if lengths != expected:  # the host ignored `dimensions`; asking again will not change that
+            raise ProviderError(
+                f"{self.provider} embedding model {self.model_name!r} returned {lengths.pop()} dimensions, "
+                f"not the {self._dims} requested",
+                provider=self.provider,
+                model=self.model_name,
+                code="dimensions_mismatch",
+                hint="this host may not support `dimensions`; construct the model without it",
+            )
+        assert isinstance(data, dict)
+        served = data.get("model")
+        return vectors, _usage(data.get("usage")), served if isinstance(served, str) and served else self.model_name
+
+    def _vector(self, raw: object, position: int) -> list[float]:
+        if isinstance(raw, str):  # encoding_format="base64": packed little-endian float32
+            values = array("f")
+            try:
+                values.frombytes(base64.b64decode(raw, validate=True))
+            except ValueError:
+                raise self._malformed(f"data[{position}].embedding is not valid base64") from None
+            if sys.byteorder == "big":
+                values.byteswap()
+            vector = values.tolist()
+        elif isinstance(raw, list) and all(type(x) is float or type(x) is int for x in raw):
+            vector = [float(x) for x in raw]
+        else:
+            raise self._malformed(f"data[{position}].embedding is not a list of numbers")
+        if not vector or (not math.isfinite(sum(vector)) and not all(map(math.isfinite, vector))):
+            raise self._malformed(f"data[{position}].embedding is empty or not finite")
+        return vector
+
+
+def _usage(raw: object) -> Usage:
+    """Embeddings bill input only: ``prompt_tokens`` (or ``total_tokens`` when a host sends just that)."""
+    if not isinstance(raw, dict):
+        return Usage()
+    for key in ("prompt_tokens", "total_tokens"):
+        value = raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+            return Usage(input_tokens=value)
+    return Usage()
+
+
+# ------------------------------------------------------------------------------------------ retriever
+def _run_blocking(fn: Callable[[], Awaitable[T]]) -> T:
+    """Run ``fn`` to completion from sync code; inside a running loop (Jupyter) on a worker thread."""
+    import anyio  # lazy: only the sync twins need it here
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return anyio.run(fn)
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinyagents-retriever") as pool:
+        return pool.submit(anyio.run, fn).result()
+
+
+def _check_filters(min_score: object, where: Mapping[str, Any] | None) -> None:
+    if min_score is not None and (
+        isinstance(min_score, bool) or not isinstance(min_score, int | float) or math.isnan(min_score)
+    ):
+        raise ConfigurationError(f"min_score must be a number or None, got {min_score!r}")
+    freeze_json_object(where, what="where")
+
+
+def _format_hit(hit: ScoredDocument) -> str:
+    return f"[retrieved: {hit.id}] {hit.text}"
+
+
+class Retriever:
+    """Indexes documents with an embedding model and finds the ones closest to a query.
+
+    Args:
+        embedder: The ``EmbeddingModel`` for documents and queries (use the same one for both).
+        store: Where vectors live; a fresh ``InMemoryVectorStore`` by default.
+    """
+
+    __slots__ = ("_embedder", "_store")
+
+    def __init__(self, embedder: EmbeddingModel, store: VectorStore | None = None) -> None:
+        if not isinstance(embedder, EmbeddingModel):
+            raise ConfigurationError(f"embedder must be an EmbeddingModel, got {type(embedder).__name__}")
+        if store is not None and not isinstance(store, VectorStore):
+            raise ConfigurationError(f"store must be a VectorStore, got {type(store).__name__}")
+        self._embedder = embedder
+        self._store: VectorStore = InMemoryVectorStore() if store is None else store
+
+    @property
+    def embedder(self) -> EmbeddingModel:
+        return self._embedder
+
+    @property
+    def store(self) -> VectorStore:
+        return self._store
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    async def index(self, docs: Iterable[Document | str]) -> list[str]:
+        """Embed and store ``docs``; returns their ids in first-seen order (a repeated id: the last document wins).
+
+        A ``str`` becomes ``Document.from_text`` (its id is a digest of the text). Documents already
+        stored unchanged are not embedded again, so re-running an indexing cell costs nothing.
+
+        Raises:
+            ConfigurationError: An item is neither a ``Document`` nor a ``str``, or has no text.
+        """
+        if isinstance(docs, str | Document):
+            docs = [docs]
+        documents: dict[str, Document] = {}
+        for i, item in enumerate(docs):
+            doc = Document.from_text(item) if isinstance(item, str) else item
+            if not isinstance(doc, Document):
+                raise ConfigurationError(f"docs[{i}] must be a Document or a str, got {type(item).__name__}")
+            if not doc.text.strip():
+                raise ConfigurationError(f"docs[{i}] ({doc.id!r}) has no text to embed")
+            documents[doc.id] = doc
+        fresh = [doc for doc in documents.values() if self._store.get(doc.id) != doc]
+        if fresh:
+            vectors = await self._embedder.embed([doc.text for doc in fresh])
+            if len(vectors) != len(fresh):
+                raise ProviderError(
+                    f"embedding model {self._embedder.model_name!r} returned {len(vectors)} vectors "
+                    f"for {len(fresh)} texts"
+                )
+            self._store.add(fresh, vectors)
+        return list(documents)
+
+    async def retrieve(
+        self,
+        query: str,
+        top_k: int = 4,
+        *,
+        min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[ScoredDocument]:
+        """The ``top_k`` stored documents closest to ``query``, best first.
+
+        Args:
+            query: The text to search for.
+            top_k: At most this many hits.
+            min_score: Drop hits whose cosine similarity is below this.
+            where: Keep only documents whose metadata equals each of these key/value pairs.
+
+        Raises:
+            ConfigurationError: A blank query or a bad ``top_k``, ``min_score`` or ``where``.
+        """
+        text: object = query
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigurationError(f"query must be a non-empty string, got {query!r}")
+        _positive_int("top_k", top_k)
+        _check_filters(min_score, where)  # fail before paying for the query embedding
+        vector = await self._embedder.embed_query(query)
+        hits = self._store.search(vector, top_k, where=where)
+        return hits if min_score is None else [hit for hit in hits if hit.score >= min_score]
+
+    async def retrieve_messages(
+        self,
+        query: str,
+        top_k: int = 4,
+        *,
+        min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[UserMessage]:
+        """The hits of ``retrieve`` as context messages, one per document, best first.
+
+        Each is a ``UserMessage`` reading ``"[retrieved: <id>] <text>"`` and tagged
+        ``RETRIEVED_TAG``, so the context-pressure chain drops them before anything else. A user
+        message (not a system message) because every provider accepts several of them anywhere in
+        a transcript, while some accept only one, leading system message; it also keeps document
+        text out of the instruction channel.
+        """
+        hits = await self.retrieve(query, top_k, min_score=min_score, where=where)
+        return [UserMessage(text=_format_hit(hit), tags=(RETRIEVED_TAG,)) for hit in hits]
+
+    # ----------------------------------------------------------------------------------- sync twins
+    def index_sync(self, docs: Iterable[Document | str]) -> list[str]:
+        """Blocking twin of ``index``; inside a running loop (Jupyter) it runs on a worker thread."""
+        return _run_blocking(functools.partial(self._closing, functools.partial(self.index, docs)))
+
+    def retrieve_sync(
+        self,
+        query: str,
+        top_k: int = 4,
+        *,
+        min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> list[ScoredDocument]:
+        """Blocking twin of ``retrieve``."""
+        call = functools.partial(self.retrieve, query, top_k, min_score=min_score, where=where)
+        return _run_blocking(functools.partial(self._closing, call))
+
+    async def _closing(self, fn: Callable[[], Awaitable[T]]) -> T:
+        """Await ``fn()``, then close the embedder's HTTP client: it belongs to a loop about to end."""
+        try:
+            return await fn()
+        finally:
+            aclose = getattr(self._embedder, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    def as_context_provider(
+        self, top_k: int = 4, *, min_score: float | None = None, where: Mapping[str, Any] | None = None
+    ) -> _RetrievalProvider:
+        """A context provider (for ``ContextProvidersMiddleware``) that retrieves for the current user turn.
+
+        Before each model call it searches with the text of the last user message that is not itself
+        retrieved context, and supplies ``retrieve_messages``; a repeated query on an unchanged store
+        (tool turns within one user turn) reuses the last answer instead of embedding again.
+        """
+        _positive_int("top_k", top_k)
+        _check_filters(min_score, where)
+        return _RetrievalProvider(retriever=self, top_k=top_k, min_score=min_score, where=where)
+
+    # ----------------------------------------------------------------------------------- tool
+    def as_tool(
+        self,
+        *,
+        name: str = "search_documents",
+        description: str | None = None,
+        min_score: float | None = None,
+        where: Mapping[str, Any] | None = None,
+    ) -> FunctionTool[..., Any]:
+        """A tool the model can call to search these documents (``query``, ``top_k`` up to 20).
+
+        ``min_score`` and ``where`` are fixed here, out of the model's reach.
+        """
+        from ._tools import tool  # lazy: the tool machinery loads pydantic adapters and the run context
+
+        _check_filters(min_score, where)
+
+        async def search_documents(
+            query: Annotated[str, Field(pattern=r"\S")], top_k: Annotated[int, Field(ge=1, le=_MAX_TOOL_TOP_K)] = 4
+        ) -> str:
+            """Search the indexed documents and return the passages most similar to the query.
+
+            Args:
+                query: What to look for, in natural language.
+                top_k: How many passages to return.
+            """
+            hits = await self.retrieve(query, top_k, min_score=min_score, where=where)
+            if not hits:
+                return "No matching documents."
+            return "\n\n".join(f"{_format_hit(hit)} (score {hit.score:.2f})" for hit in hits)
+
+        return tool(search_documents, name=name, description=description)
+
+    def __repr__(self) -> str:
+        return f"Retriever(embedder={self._embedder!r}, store={self._store!r})"
+
+
+@dataclass(kw_only=True, slots=True)
+class _RetrievalProvider:
+    """``Retriever.as_context_provider``: nonessential, so its messages are dropped first under pressure."""
+
+    retriever: Retriever
+    top_k: int
+    min_score: float | None
+    where: Mapping[str, Any] | None
+    essential: bool = False
+    _last: tuple[str, int, list[UserMessage]] | None = None
+
+    async def provide(self, ctx: RunContext[Any], request: ModelRequest) -> list[UserMessage]:
+        query = next(
+            (
+                m.text
+                for m in reversed(request.messages)
+                if isinstance(m, UserMessage) and RETRIEVED_TAG not in m.tags and m.text.strip()
+            ),
+            None,
+        )
+        if query is None:
+            return []
+        size = len(self.retriever.store)
+        if self._last is None or self._last[:2] != (query, size):
+            found = await self.retriever.retrieve_messages(
+                query, self.top_k, min_score=self.min_score, where=self.where
+            )
+            self._last = (query, size, found)
+        return list(self._last[2])
