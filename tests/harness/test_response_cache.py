@@ -23,6 +23,7 @@ from tinyagents_nb.harness._messages import (
     UserMessage,
 )
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
+from tinyagents_nb.harness._registries import CacheRegistry
 from tinyagents_nb.harness._response_cache import (
     InMemoryResponseCache,
     ResponseCache,
@@ -31,7 +32,7 @@ from tinyagents_nb.harness._response_cache import (
     StoreResponseCache,
     cache_key,
 )
-from tinyagents_nb.harness._stores import CacheRegistry, InMemoryStore, SQLiteStore, Store
+from tinyagents_nb.harness._stores import InMemoryStore, SQLiteStore, Store
 from tinyagents_nb.harness._usage import Usage
 
 REPO = Path(__file__).resolve().parents[2]

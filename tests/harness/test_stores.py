@@ -20,16 +20,10 @@ import anyio.to_thread
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tinyagents_nb.harness._errors import ConfigurationError, TinyAgentsError
+from tinyagents_nb.harness._errors import ConfigurationError, StoreError, TinyAgentsError
 from tinyagents_nb.harness._ids import ThreadId
-from tinyagents_nb.harness._stores import (
-    CacheRegistry,
-    InMemoryStore,
-    SQLiteStore,
-    Store,
-    StoreError,
-    StoreRegistry,
-)
+from tinyagents_nb.harness._registries import CacheRegistry, StoreRegistry
+from tinyagents_nb.harness._stores import InMemoryStore, SQLiteStore, Store
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -233,6 +233,10 @@ from ._providers import (
     profile_for as profile_for,
     resolve_model as resolve_model,
 )
+from ._registries import (
+    CacheRegistry as CacheRegistry,
+    StoreRegistry as StoreRegistry,
+)
 from ._response_cache import (
     InMemoryResponseCache as InMemoryResponseCache,
     ResponseCache as ResponseCache,
@@ -274,12 +278,10 @@ from ._steering import (
     steering_to_dict as steering_to_dict,
 )
 from ._stores import (
-    CacheRegistry as CacheRegistry,
     InMemoryStore as InMemoryStore,
     Namespace as Namespace,
     SQLiteStore as SQLiteStore,
     Store as Store,
-    StoreRegistry as StoreRegistry,
 )
 from ._structured import (
     OutputSpec as OutputSpec,
@@ -316,11 +318,13 @@ from ._tokens import (
     estimate_tokens as estimate_tokens,
     tokenizer_for_model as tokenizer_for_model,
 )
+from ._tool_registry import (
+    ToolRegistry as ToolRegistry,
+)
 from ._tools import (
     FunctionTool as FunctionTool,
     Injected as Injected,
     Tool as Tool,
-    ToolRegistry as ToolRegistry,
     ToolResult as ToolResult,
     tool as tool,
 )

@@ -28,7 +28,8 @@ from ._run import AgentRun, HarnessRunStatus
 from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tokens import TokenEstimator
-from ._tools import Tool, ToolRegistry
+from ._tool_registry import ToolRegistry
+from ._tools import Tool
 from ._window import ContextWindow
 
 __all__ = ["AgentHarness", "AgentInput", "AgentStream", "RunPolicy"]

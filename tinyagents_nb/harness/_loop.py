@@ -20,7 +20,6 @@ from ._errors import (
     LimitExceeded,
     RunCancelled,
     RunTimeout,
-    SteeringError,
     StructuredOutputError,
     TinyAgentsError,
     ToolArgumentsError,
@@ -40,7 +39,6 @@ from ._events import (
     RunCompleted,
     RunFailed,
     RunStarted,
-    SteeringApplied,
     ToolCompleted,
     ToolFailed,
     ToolStarted,
@@ -49,7 +47,6 @@ from ._limits import LimitTracker
 from ._messages import (
     AssistantMessage,
     Message,
-    SystemMessage,
     TextDelta,
     ThinkingDelta,
     ToolCall,
@@ -60,7 +57,7 @@ from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
 from ._response_cache import cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
-from ._steering import Cancel, InjectMessage, Pause, Redirect, Resume, SteeringCommand, SteeringHandle
+from ._steering import SteeringHandle, apply_batch
 from ._structured import StructuredOutput, extract_structured, is_structured_call, prepare_request
 from ._tools import Tool, ToolResult
 
@@ -210,17 +207,7 @@ class RunLoop:
         """Apply queued commands; while paused, wait (cancellably, within the deadline) for more."""
         ctx = self.ctx
         while True:
-            batch = handle.drain()
-            if batch:
-                refused = next((c for c in batch if not handle.policy.permits(c.command)), None)
-                if refused is not None:
-                    ctx.emit(SteeringApplied, command=refused.command, accepted=False, detail="not permitted")
-                    raise SteeringError(
-                        f"steering command `{refused.command}` is not permitted by the run's steering policy",
-                        hint="create the SteeringHandle with SteeringPolicy().allow(...) or SteeringPolicy.allow_all()",
-                    )
-                for command in batch:
-                    self._apply(handle, command)
+            apply_batch(ctx, handle, handle.drain(), self.messages)
             if not handle.is_paused:
                 return
             self.status.phase = "paused"
@@ -229,29 +216,6 @@ class RunLoop:
             if scope.cancelled_caught:
                 raise self._timeout()
             self.status.phase = "idle"
-
-    def _apply(self, handle: SteeringHandle, command: SteeringCommand) -> None:
-        ctx = self.ctx
-        detail = ""
-        if isinstance(command, Pause):
-            handle._latch_pause(command.reason)
-            detail = command.reason or ""
-        elif isinstance(command, Resume):
-            handle._release()
-        elif isinstance(command, Cancel):
-            ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=command.reason or "")
-            ctx.cancellation.cancel(command.reason or "cancelled by steering")
-            raise Cancelled(ctx.cancellation.reason)
-        elif isinstance(command, InjectMessage):
-            self.messages.append(command.message)
-            detail = _preview(command.message.text)
-        elif isinstance(command, Redirect):
-            self.messages.append(SystemMessage(text=f"[steering:redirect] {command.instruction}"))
-            detail = _preview(command.instruction)
-        else:
-            ctx.config = replace(ctx.config, metadata={**ctx.config.metadata, **command.metadata})
-            detail = ", ".join(sorted(command.metadata))
-        ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=detail)
 
     # ---------------------------------------------------------------------------- model calls
     async def _call_model(self, request: ModelRequest, call_id: str) -> ModelResponse:

@@ -13,15 +13,19 @@ import asyncio
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
-from typing import Annotated, Any, Literal, TypeAlias
+from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
-from ._errors import ConfigurationError
+from ._errors import Cancelled, ConfigurationError, SteeringError
+from ._events import SteeringApplied
 from ._json import freeze_json_object
-from ._messages import Message
+from ._messages import Message, SystemMessage
+
+if TYPE_CHECKING:
+    from ._context import RunContext
 
 __all__ = [
     "Cancel",
@@ -235,3 +239,42 @@ class SteeringHandle:
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
+
+
+def apply_batch(
+    ctx: RunContext[Any], handle: SteeringHandle, batch: list[SteeringCommand], messages: list[Message]
+) -> None:
+    """Apply a drained batch at a checkpoint: all or nothing, one ``steering.applied`` event per command.
+
+    Raises:
+        SteeringError: A command's kind is not permitted (nothing in the batch is applied).
+        Cancelled: The batch contains ``Cancel`` (later commands are ignored).
+    """
+    refused = next((c for c in batch if not handle.policy.permits(c.command)), None)
+    if refused is not None:
+        ctx.emit(SteeringApplied, command=refused.command, accepted=False, detail="not permitted")
+        raise SteeringError(
+            f"steering command `{refused.command}` is not permitted by the run's steering policy",
+            hint="create the SteeringHandle with SteeringPolicy().allow(...) or SteeringPolicy.allow_all()",
+        )
+    for command in batch:
+        detail = ""
+        if isinstance(command, Pause):
+            handle._latch_pause(command.reason)
+            detail = command.reason or ""
+        elif isinstance(command, Resume):
+            handle._release()
+        elif isinstance(command, Cancel):
+            ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=command.reason or "")
+            ctx.cancellation.cancel(command.reason or "cancelled by steering")
+            raise Cancelled(ctx.cancellation.reason)
+        elif isinstance(command, InjectMessage):
+            messages.append(command.message)
+            detail = command.message.text[:200]
+        elif isinstance(command, Redirect):
+            messages.append(SystemMessage(text=f"[steering:redirect] {command.instruction}"))
+            detail = command.instruction[:200]
+        else:
+            ctx.config = replace(ctx.config, metadata={**ctx.config.metadata, **command.metadata})
+            detail = ", ".join(sorted(command.metadata))
+        ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=detail)

@@ -18,7 +18,7 @@ import functools
 import inspect
 import re
 import types
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import (
@@ -33,7 +33,6 @@ from typing import (
     Union,
     get_args,
     get_origin,
-    get_type_hints,
     overload,
     runtime_checkable,
 )
@@ -50,11 +49,13 @@ from ._cost import CostTracker
 from ._errors import ConfigurationError, ToolArgumentsError, ToolDefinitionError
 from ._messages import ToolCall, ToolMessage
 from ._model import ToolSchema
+from ._registries import CacheRegistry, StoreRegistry
 from ._sink import EventSink
-from ._stores import CacheRegistry, Store, StoreRegistry
+from ._stores import Store
+from ._tool_schema import _format_errors, _hint_source, _hints, _is_async, _parse_docstring, _strip_titles
 from ._usage import UsageTracker
 
-__all__ = ["FunctionTool", "Injected", "Tool", "ToolRegistry", "ToolResult", "tool"]
+__all__ = ["FunctionTool", "Injected", "Tool", "ToolResult", "tool"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -177,115 +178,6 @@ def _injector(tool_name: str, param: str, hint: object) -> _Getter | None:
             return _injector(tool_name, param, members[0])
         return None
     return _RUNTIME_TYPES.get(origin if origin is not None else hint)
-
-
-# ------------------------------------------------------------------------------------------ docstrings
-_SECTION = re.compile(r"^([A-Za-z][A-Za-z ]*):\s*$")
-_ARG_SECTIONS = frozenset({"args", "arguments", "parameters", "params", "keyword args", "keyword arguments"})
-_DROPPED_SECTIONS = _ARG_SECTIONS | {"returns", "return", "yields", "yield", "raises"}
-_ARG_ENTRY = re.compile(r"^\*{0,2}(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
-
-
-def _parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:
-    """Split a Google-style docstring into the model-facing description and per-parameter descriptions.
-
-    ``Args:``/``Returns:``/``Yields:``/``Raises:`` sections are left out of the description (the
-    argument texts move into the schema, the rest is noise to a model); other sections stay.
-    """
-    if not doc:
-        return "", {}
-    kept: list[str] = []
-    params: dict[str, str] = {}
-    section: str | None = None
-    entry_indent: int | None = None
-    current: str | None = None
-    for line in inspect.cleandoc(doc).splitlines():
-        stripped = line.strip()
-        indent = len(line) - len(line.lstrip())
-        if stripped and indent == 0:
-            header = _SECTION.match(stripped)
-            section = header.group(1).lower() if header and header.group(1).lower() in _DROPPED_SECTIONS else None
-            entry_indent, current = None, None
-            if section is not None:
-                continue
-        if section is None:
-            kept.append(line)
-        elif section in _ARG_SECTIONS and stripped:
-            entry_indent = indent if entry_indent is None else entry_indent
-            entry = _ARG_ENTRY.match(stripped) if indent == entry_indent else None
-            if entry is not None:
-                current = entry.group(1)
-                params[current] = entry.group(2).strip()
-            elif current is not None and indent > entry_indent:
-                params[current] = f"{params[current]} {stripped}".strip()
-    description = re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip()
-    return description, {k: v for k, v in params.items() if v}
-
-
-# ------------------------------------------------------------------------------------------ schema
-_VALUE_KEYS = frozenset({"default", "const", "enum", "examples"})
-_NAMED_SCHEMAS = frozenset({"properties", "$defs", "definitions", "patternProperties"})
-
-
-def _strip_titles(schema: Any) -> Any:
-    """Drop pydantic's generated ``title`` keys (noise for a model) without touching a property named ``title``."""
-    if isinstance(schema, list):
-        return [_strip_titles(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    out: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key in _VALUE_KEYS:
-            out[key] = value
-        elif key in _NAMED_SCHEMAS and isinstance(value, dict):
-            out[key] = {name: _strip_titles(sub) for name, sub in value.items()}
-        else:
-            out[key] = _strip_titles(value)
-    return out
-
-
-def _hints(function: Callable[..., Any], source: Any) -> dict[str, Any]:
-    """Resolved parameter annotations; an unresolvable *return* annotation is not the tool's problem."""
-    try:
-        return get_type_hints(source, include_extras=True)
-    except Exception:
-        pass
-    annotations = {k: v for k, v in getattr(source, "__annotations__", {}).items() if k != "return"}
-    shim = types.SimpleNamespace(__annotations__=annotations, __globals__=getattr(source, "__globals__", {}))
-    try:
-        return get_type_hints(shim, include_extras=True)
-    except Exception as exc:
-        raise ToolDefinitionError(
-            f"cannot resolve the annotations of {function!r}: {exc}",
-            hint="define the types used in tool signatures at module level (or in the notebook's top level)",
-        ) from exc
-
-
-def _hint_source(function: Callable[..., Any]) -> Any:
-    if isinstance(function, functools.partial):
-        return _hint_source(function.func)
-    if inspect.isroutine(function):
-        return function
-    return type(function).__call__  # a callable object
-
-
-def _is_async(function: Callable[..., Any]) -> bool:
-    source = _hint_source(function)
-    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(source)
-
-
-def _format_errors(name: str, exc: ValidationError) -> str:
-    parts = []
-    for err in exc.errors(include_url=False, include_context=False):
-        loc = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in err["loc"]).lstrip(".") or "arguments"
-        text = f"{loc}: {err['msg']}"
-        if err["type"] not in ("missing", "extra_forbidden"):
-            got = repr(err["input"])
-            text += f" (got {got if len(got) <= 60 else got[:57] + '...'})"
-        parts.append(text)
-    return f"invalid arguments for tool `{name}`: " + "; ".join(parts)
 
 
 # ------------------------------------------------------------------------------------------ function tools
@@ -536,90 +428,3 @@ def tool(
         )
 
     return decorate if function is None else decorate(function)
-
-
-# ------------------------------------------------------------------------------------------ registry
-class ToolRegistry:
-    """The tools one harness offers, by name; plain functions are wrapped with ``tool()``.
-
-    ``schemas()`` is what the loop sends each model call, so it is sorted (stable prompts, better
-    provider prompt caching) and cached until the registry changes.
-    """
-
-    def __init__(self, tools: Iterable[Tool | Callable[..., Any]] = ()) -> None:
-        self._tools: dict[str, Tool] = {}
-        self._schemas: tuple[ToolSchema, ...] | None = None
-        for item in tools:
-            self.register(item)
-
-    def register(self, tool_or_fn: Tool | Callable[..., Any], *, replace: bool = False) -> Tool:
-        """Add a tool (or a function, wrapped with ``tool()``) and return it.
-
-        Raises:
-            ConfigurationError: The name is taken (unless ``replace``) or the object is not a tool.
-        """
-        if isinstance(tool_or_fn, Tool):
-            item: Tool = tool_or_fn
-        elif callable(tool_or_fn):
-            item = tool(tool_or_fn)
-        else:
-            raise ConfigurationError(f"expected a Tool or a function, got {type(tool_or_fn).__name__}")
-        name = item.name
-        _check_name(name, ConfigurationError)
-        if item.schema.name != name:
-            raise ConfigurationError(f"tool {name!r} has a schema named {item.schema.name!r}")
-        if name in self._tools and not replace:
-            raise ConfigurationError(
-                f"a tool named {name!r} is already registered", hint="pass replace=True to swap it"
-            )
-        self._tools[name] = item
-        self._schemas = None
-        return item
-
-    def unregister(self, name: str) -> Tool:
-        """Remove and return the tool named ``name`` (``KeyError`` when absent)."""
-        item = self[name]
-        del self._tools[name]
-        self._schemas = None
-        return item
-
-    def get(self, name: str) -> Tool | None:
-        return self._tools.get(name)
-
-    def __getitem__(self, name: str) -> Tool:
-        try:
-            return self._tools[name]
-        except KeyError:
-            raise KeyError(f"no tool named {name!r}; registered: {', '.join(self.names()) or 'none'}") from None
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._tools
-
-    def __len__(self) -> int:
-        return len(self._tools)
-
-    def __iter__(self) -> Iterator[Tool]:
-        return iter([self._tools[n] for n in self.names()])
-
-    def names(self) -> list[str]:
-        """Registered tool names, sorted."""
-        return sorted(self._tools)
-
-    def schemas(self) -> tuple[ToolSchema, ...]:
-        """The model-visible schemas, sorted by name; the same tuple until the registry changes."""
-        if self._schemas is None:
-            self._schemas = tuple(self._tools[n].schema for n in self.names())
-        return self._schemas
-
-    def unknown_tool_message(self, name: str, arguments: Mapping[str, Any] | None = None) -> str:
-        """The model-facing text for a call to a tool that does not exist.
-
-        ``arguments`` is accepted for symmetry with the loop's call site but not echoed: the model
-        already has them, and repeating them only costs tokens.
-        """
-        names = self.names()
-        listing = f"valid tools: {', '.join(names)}" if names else "no tools are available"
-        return f"unknown tool `{name}`; {listing}"
-
-    def __repr__(self) -> str:
-        return f"ToolRegistry({', '.join(self.names())})"
