@@ -479,3 +479,40 @@ async def test_context_window_estimate_is_exposed_for_the_gauge() -> None:
     assert ctx.context_window.max_tokens == 8_000
     assert 0 < ctx.context_window.estimated_prompt_tokens < 100
     assert 0 < ctx.context_window.utilization < 0.05
+
+
+async def test_a_broken_cache_is_a_miss_not_a_failed_run(caplog: pytest.LogCaptureFixture) -> None:
+    class Broken(InMemoryResponseCache):
+        def get(self, key: str) -> ModelResponse | None:
+            raise RuntimeError("disk gone")
+
+        def put(self, key: str, response: ModelResponse) -> None:
+            raise RuntimeError("disk gone")
+
+    run = await AgentHarness(model=ScriptedModel(["fine"]), policy=RunPolicy(response_cache=Broken())).invoke("x")
+    assert run.final_text == "fine"
+    assert "treating it as a miss" in caplog.text
+
+
+async def test_cancel_from_inside_a_tool_stops_before_the_next_model_call() -> None:
+    @tool
+    def stopper(ctx: RunContext[Any]) -> str:
+        """Ask to stop."""
+        ctx.cancellation.cancel("tool said so")
+        return "stopping"
+
+    model = ScriptedModel([ScriptedModel.tool_call("stopper", {}), "never"])
+    with pytest.raises(RunCancelled, match="tool said so") as info:
+        await AgentHarness(model=model, tools=[stopper]).invoke("x")
+    assert model.calls == 1
+    assert isinstance(info.value.messages[-1], ToolMessage)  # the tool's result is kept in the partial transcript
+
+
+async def test_cancel_during_an_in_flight_unary_call_is_prompt() -> None:
+    slow = SlowModel(ScriptedModel(["late"]), delay_s=30)
+    ctx = RunContext()
+    threading.Timer(0.05, ctx.cancellation.cancel).start()
+    start = time.monotonic()
+    with anyio.fail_after(5), pytest.raises(RunCancelled):
+        await AgentHarness(model=slow).invoke_in_context(ctx, "x")
+    assert time.monotonic() - start < 2

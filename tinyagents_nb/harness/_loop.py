@@ -8,6 +8,7 @@ run concurrently only when there are several.
 from __future__ import annotations
 
 import functools
+import logging
 import time
 from collections.abc import Sequence
 from dataclasses import replace
@@ -54,7 +55,7 @@ from ._messages import (
     ToolMessage,
 )
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
-from ._response_cache import cache_key
+from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._steering import SteeringHandle, apply_batch
@@ -67,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__: list[str] = []
 
+_log = logging.getLogger("tinyagents_nb")
 _PREVIEW = 2_000
 _STRUCTURED_ACK = "Structured output recorded. Continue with the remaining tool calls."
 
@@ -237,16 +239,16 @@ class RunLoop:
             started = self.clock.monotonic()
             key = None
             if cache is not None:
-                key = cache_key(request, model=model.model_name)
-                hit = cache.get(key)
-                if hit is not None:
+                key, hit = _cache_lookup(cache, request, model)
+                if hit is not None and key is not None:
                     ctx.emit(CacheHit, call_id=call_id, key=key)
                     if self.streaming and hit.message.text:
                         delta = TextDelta(text=hit.message.text)
                         ctx.emit(ModelDelta, call_id=call_id, delta=delta)
                         harness.middleware.on_model_delta(ctx, delta)
                     return await self._completed(hit, model, call_id, started, cached=True)
-                ctx.emit(CacheMiss, call_id=call_id, key=key)
+                if key is not None:
+                    ctx.emit(CacheMiss, call_id=call_id, key=key)
             try:
                 response = await call_with_retry(
                     functools.partial(self._attempt, model, request, call_id),
@@ -264,7 +266,7 @@ class RunLoop:
                 last_error = exc
                 continue
             if cache is not None and key is not None:
-                cache.put(key, response)
+                _cache_store(cache, key, response)
             return await self._completed(response, model, call_id, started, cached=False)
         raise AssertionError("unreachable: the model chain is never empty")
 
@@ -481,6 +483,25 @@ class RunLoop:
         await self.harness.middleware.on_error(self.ctx, exc)
         self._close_status("failed", exc)
         return run
+
+
+def _cache_lookup(
+    cache: ResponseCache, request: ModelRequest, model: ChatModel
+) -> tuple[str | None, ModelResponse | None]:
+    """A cache problem (unserializable request, a closed or locked store) is a miss, never a failed run."""
+    try:
+        key = cache_key(request, model=f"{model.provider}:{model.model_name}")
+        return key, cache.get(key)
+    except Exception:
+        _log.warning("response cache lookup failed; treating it as a miss", exc_info=True)
+        return None, None
+
+
+def _cache_store(cache: ResponseCache, key: str, response: ModelResponse) -> None:
+    try:
+        cache.put(key, response)
+    except Exception:
+        _log.warning("response cache write failed; the run goes on", exc_info=True)
 
 
 def _min_optional(a: float | None, b: float | None) -> Any:
