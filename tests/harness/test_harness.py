@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from typing import Any
@@ -428,6 +429,7 @@ async def test_structured_output_via_tool_strategy() -> None:
     assert run.structured.value == Weather(city="Oslo", celsius=-3)
     assert run.structured.parse(dict) == {"city": "Oslo", "celsius": -3.0}
     assert model.requests[0].tool_choice == "Weather"
+    assert json.loads(run.final_text) == {"city": "Oslo", "celsius": -3.0}
 
 
 async def test_structured_output_native_strategy_from_profile() -> None:

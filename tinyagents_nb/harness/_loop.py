@@ -8,6 +8,7 @@ run concurrently only when there are several.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -189,7 +190,8 @@ class RunLoop:
                         # the structured call is the answer; answer it so the transcript stays valid
                         for call in structured_calls:
                             self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text="ok"))
-                        return message.text
+                        raw = self.structured.raw if self.structured is not None else None
+                        return message.text or json.dumps(raw, ensure_ascii=False)
                     for call in structured_calls:
                         self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text=_STRUCTURED_ACK))
             if not calls:
