@@ -1,0 +1,120 @@
+"""A real ipykernel driven through jupyter_client, the way a frontend drives it.
+
+``KernelHarness`` starts a kernel from a given Python interpreter (so the suite can run against
+ipykernel 7.x from the test venv and 6.x from a second venv), executes cells, collects the IOPub
+output of each cell, and sends widget ``comm_msg``s exactly as JupyterLab does when a button is
+clicked.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from jupyter_client.kernelspec import KernelSpecManager
+from jupyter_client.manager import KernelManager
+
+
+@dataclass
+class CellResult:
+    msg_id: str
+    status: str
+    stdout: str = ""
+    stderr: str = ""
+    error: dict[str, Any] | None = None
+    outputs: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    def text(self) -> str:
+        """All plain-text output: streams plus text/plain of results and displays."""
+        parts = [self.stdout]
+        for out in self.outputs:
+            data = out.get("data", {})
+            if "text/plain" in data:
+                parts.append(data["text/plain"])
+        return "\n".join(p for p in parts if p)
+
+
+class KernelHarness:
+    def __init__(self, python: str, workdir: Path) -> None:
+        spec_dir = workdir / "kernels" / "tinyagents-test"
+        spec_dir.mkdir(parents=True, exist_ok=True)
+        (spec_dir / "kernel.json").write_text(
+            json.dumps(
+                {
+                    "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
+                    "display_name": "tinyagents test kernel",
+                    "language": "python",
+                    "env": {"TINYAGENTS_NB_BLOCKING": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1"},
+                }
+            )
+        )
+        ksm = KernelSpecManager(kernel_dirs=[str(workdir / "kernels")])
+        self.km = KernelManager(kernel_name="tinyagents-test", kernel_spec_manager=ksm)
+        self.km.start_kernel(cwd=str(workdir))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=60)
+        self.version = self.execute("import ipykernel; print(ipykernel.__version__)").stdout.strip()
+
+    def close(self) -> None:
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+    def execute(self, code: str, *, timeout: float = 60.0) -> CellResult:
+        start = time.monotonic()
+        msg_id = self.kc.execute(code, store_history=True)
+        result = self._collect(msg_id, timeout)
+        reply = self.kc.get_shell_msg(timeout=timeout)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = self.kc.get_shell_msg(timeout=timeout)
+        result.status = reply["content"]["status"]
+        result.elapsed_s = time.monotonic() - start
+        return result
+
+    def _collect(self, msg_id: str, timeout: float) -> CellResult:
+        result = CellResult(msg_id=msg_id, status="")
+        deadline = time.monotonic() + timeout
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"cell {msg_id} did not go idle within {timeout} s")
+            try:
+                msg = self.kc.get_iopub_msg(timeout=remaining)
+            except queue.Empty:
+                continue
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                if content["name"] == "stdout":
+                    result.stdout += content["text"]
+                else:
+                    result.stderr += content["text"]
+            elif kind in ("execute_result", "display_data"):
+                result.outputs.append(content)
+            elif kind == "error":
+                result.error = content
+            elif kind == "status" and content["execution_state"] == "idle":
+                return result
+
+    def click(self, comm_id: str) -> None:
+        """Send the frontend's button-click message for the widget with this model id."""
+        msg = self.kc.session.msg(
+            "comm_msg", {"comm_id": comm_id, "data": {"method": "custom", "content": {"event": "click"}}}
+        )
+        self.kc.shell_channel.send(msg)
+
+    def interrupt(self) -> None:
+        self.km.interrupt_kernel()
+
+    def value(self, expr: str, *, timeout: float = 30.0) -> Any:
+        """Evaluate an expression in the kernel and return it (it must be JSON-serializable)."""
+        out = self.execute(f"import json as _j; print(_j.dumps({expr}))", timeout=timeout)
+        if out.error:
+            raise AssertionError(f"{expr!r} failed in the kernel: {out.error['ename']}: {out.error['evalue']}")
+        return json.loads(out.stdout.strip().splitlines()[-1])
