@@ -1,0 +1,137 @@
+"""The cost table: tokens and USD per (agent, model), rendered from a pandas DataFrame.
+
+Cost records are appended to the shared ``CostTracker`` for the whole session, so the table folds
+in only records it has not seen (and only this run's tree) and re-renders at most every 250 ms.
+USD is kept as ``Decimal`` (``None`` when any call in a group had no known price): an unknown price
+is shown as "unknown", never as a partial sum or 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any, Final
+
+from tinyagents_nb.harness import CostRecord, CostTracker
+
+from ._format import format_int, format_usd
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["COST_COLUMNS", "CostTable"]
+
+COST_COLUMNS: Final = ("agent", "model", "calls", "input", "cached", "output", "reasoning", "usd")
+_INT_COLUMNS: Final = ("calls", "input", "cached", "output", "reasoning")
+_REFRESH_S: Final = 0.25
+_EMPTY: Final = '<div style="opacity:.7">no model usage recorded yet</div>'
+
+
+@dataclass(slots=True)
+class _Group:
+    calls: int = 0
+    input: int = 0
+    cached: int = 0
+    output: int = 0
+    reasoning: int = 0
+    known_usd: Decimal = Decimal(0)
+    unpriced: int = 0
+
+    def add(self, record: CostRecord) -> None:
+        usage = record.usage
+        self.calls += 1
+        self.input += usage.input_tokens
+        self.cached += usage.cached_input_tokens
+        self.output += usage.output_tokens
+        self.reasoning += usage.reasoning_tokens
+        if record.cost is None:
+            self.unpriced += 1
+        else:
+            self.known_usd += record.cost.total_usd
+
+    def merge(self, other: _Group) -> None:
+        for name in ("calls", "input", "cached", "output", "reasoning", "known_usd", "unpriced"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+
+    @property
+    def usd(self) -> Decimal | None:
+        return None if self.unpriced else self.known_usd
+
+
+class CostTable:
+    """An ``HTML`` widget holding ``dataframe().to_html()``, refreshed when usage changes."""
+
+    def __init__(self) -> None:
+        import ipywidgets as widgets
+
+        self.widget: Any = widgets.HTML(value=_EMPTY)
+        self._groups: dict[tuple[str, str], _Group] = {}
+        self._seen = 0
+        self._last = float("-inf")
+
+    def update(self, costs: CostTracker, belongs: Callable[[CostRecord], bool], label: Callable[[str], str]) -> bool:
+        """Fold in records added since the last call; returns whether any belonged to this run."""
+        if len(costs) == self._seen:
+            return False
+        records = costs.records
+        fresh = records[self._seen :]
+        self._seen = len(records)
+        changed = False
+        for record in fresh:
+            if belongs(record):
+                key = (label(str(record.run_id)), record.model)
+                self._groups.setdefault(key, _Group()).add(record)
+                changed = True
+        return changed
+
+    def dataframe(self) -> pd.DataFrame:
+        """One row per (agent, model) plus a ``total`` row when there are several; USD is ``Decimal | None``."""
+        import pandas as pd
+
+        rows: list[dict[str, Any]] = [_row(agent, model, group) for (agent, model), group in self._groups.items()]
+        if len(self._groups) > 1:
+            total = _Group()
+            for group in self._groups.values():
+                total.merge(group)
+            rows.append(_row("total", "", total))
+        frame = pd.DataFrame(rows, columns=list(COST_COLUMNS))
+        return frame.astype(dict.fromkeys(_INT_COLUMNS, "int64")).astype({"usd": "object"})
+
+    def render(
+        self,
+        costs: CostTracker,
+        belongs: Callable[[CostRecord], bool],
+        label: Callable[[str], str],
+        *,
+        now: float,
+        force: bool,
+    ) -> None:
+        """Refresh at most every 250 ms (or now, with ``force``) when this run's usage changed."""
+        if not force and now - self._last < _REFRESH_S:
+            return
+        if not self.update(costs, belongs, label) and not force:
+            return
+        self._last = now
+        if not self._groups:
+            return
+        shown = self.dataframe()
+        for name in _INT_COLUMNS:
+            shown[name] = shown[name].map(format_int)
+        shown["usd"] = [format_usd(value) for value in shown["usd"]]  # pandas would print None as "None"
+        html = shown.rename(columns={"usd": "USD"}).to_html(index=False, border=0, escape=True, justify="right")
+        if html != self.widget.value:
+            self.widget.value = html
+
+
+def _row(agent: str, model: str, group: _Group) -> dict[str, Any]:
+    return {
+        "agent": agent,
+        "model": model,
+        "calls": group.calls,
+        "input": group.input,
+        "cached": group.cached,
+        "output": group.output,
+        "reasoning": group.reasoning,
+        "usd": group.usd,
+    }

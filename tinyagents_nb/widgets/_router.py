@@ -1,0 +1,149 @@
+"""``EventRouter``: the dashboard's one sink listener, turning this run's events into pane state.
+
+It runs on whichever thread emits (the run's loop thread, once per token), so it only appends to
+plain Python state under the dashboard's lock and never touches a widget. It also keeps the run's
+tree: a session shares one sink across many runs, so an event is accepted only when its run is
+the dashboard's run or a sub-agent that a member announced with ``subagent.started``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Final
+
+from tinyagents_nb.harness import AgentEvent, TextDelta, ThinkingDelta
+
+from ._gauge import ContextGauge
+from ._header import RunState
+from ._tools import ToolCallsPane
+from ._transcript import SegmentKind, TranscriptPane
+from ._tree import AgentTree
+
+__all__ = ["TERMINAL_KINDS", "EventRouter"]
+
+TERMINAL_KINDS: Final = {"run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
+
+
+class EventRouter:
+    """Call it as a sink listener: ``sink.add_listener(router)``."""
+
+    def __init__(
+        self,
+        *,
+        lock: threading.Lock,
+        state: RunState,
+        tree: AgentTree,
+        transcript: TranscriptPane,
+        tools: ToolCallsPane,
+        gauge: ContextGauge,
+    ) -> None:
+        self._lock = lock
+        self._state = state
+        self._tree = tree
+        self._transcript = transcript
+        self._tools = tools
+        self._gauge = gauge
+        self._handlers: Mapping[str, Callable[[Any], None]] = {
+            "model.delta": self._on_delta,
+            "run.started": self._on_run_started,
+            "model.completed": self._on_model_completed,
+            "model.failed": self._on_model_failed,
+            "tool.started": self._on_tool_started,
+            "tool.completed": self._on_tool_completed,
+            "tool.failed": self._on_tool_failed,
+            "subagent.started": self._on_subagent_started,
+            "subagent.completed": lambda e: tree.finish(e.child_run_id, e.status),
+            "context.pressure": self._on_pressure,
+            "steering.applied": self._on_steering,
+            "retry.scheduled": lambda e: self._note(e, f"retry {e.attempt} in {e.delay_s:.1f} s: {e.error}"),
+            "fallback.used": lambda e: self._note(e, f"fallback: {e.from_model} → {e.to_model} ({e.error})"),
+            "limit.reached": lambda e: self._note(e, f"limit reached: {e.limit}"),
+            **dict.fromkeys(TERMINAL_KINDS, self._on_run_ended),
+        }
+
+    def __call__(self, offset: int, event: AgentEvent) -> None:
+        handler = self._handlers.get(event.kind)
+        if handler is None:
+            return
+        with self._lock:
+            if event.run_id in self._tree:
+                handler(event)
+
+    # ------------------------------------------------------------------ handlers (under the lock)
+    def _on_delta(self, event: Any) -> None:
+        delta = event.delta
+        kind: SegmentKind
+        if isinstance(delta, TextDelta):
+            kind = "text"
+        elif isinstance(delta, ThinkingDelta):
+            kind = "thinking"
+        else:
+            return  # tool-call fragments: the tool pane shows the call once it starts
+        self._transcript.add_delta(event.run_id, event.call_id, kind, delta.text, self._tree.caption)
+
+    def _on_run_started(self, event: Any) -> None:
+        state = self._state
+        if event.run_id == state.run_id:
+            state.started = time.monotonic()
+            state.model = state.model or event.model
+
+    def _on_run_ended(self, event: Any) -> None:
+        status = TERMINAL_KINDS[event.kind]
+        self._tree.finish(event.run_id, status)
+        state = self._state
+        if event.run_id != state.run_id:
+            return
+        state.terminal = state.terminal or status
+        state.ended = state.ended or time.monotonic()
+        if event.kind == "run.failed":
+            state.error_text = f"{event.error_type}: {event.error}"
+        elif event.kind == "run.cancelled":
+            state.cancel_reason = event.reason
+
+    def _on_model_completed(self, event: Any) -> None:
+        self._state.model_calls += 1
+        self._transcript.end_call(event.run_id, event.call_id)
+
+    def _on_model_failed(self, event: Any) -> None:
+        self._transcript.end_call(event.run_id, event.call_id)
+        self._note(event, f"model call failed (attempt {event.attempt}): {event.error_type}: {event.error}")
+
+    def _on_tool_started(self, event: Any) -> None:
+        caption = self._tree.caption(event.run_id)
+        self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
+
+    def _on_tool_completed(self, event: Any) -> None:
+        self._state.tool_calls += 1
+        self._tools.finished(
+            event.run_id, event.call_id, output=event.output, is_error=event.is_error, duration_s=event.duration_s
+        )
+
+    def _on_tool_failed(self, event: Any) -> None:
+        self._state.tool_calls += 1
+        self._tools.finished(
+            event.run_id,
+            event.call_id,
+            output=event.error,
+            is_error=True,
+            duration_s=event.duration_s,
+            error_type=event.error_type,
+        )
+
+    def _on_subagent_started(self, event: Any) -> None:
+        self._tree.add_child(event.run_id, str(event.child_run_id), event.name, event.depth + 1)
+
+    def _on_pressure(self, event: Any) -> None:
+        caption = self._tree.caption(event.run_id)
+        self._gauge.add_mark(
+            event.action, event.tokens_before, event.tokens_after, detail=event.detail, caption=caption
+        )
+
+    def _on_steering(self, event: Any) -> None:
+        verb = "applied" if event.accepted else "refused"
+        detail = f": {event.detail}" if event.detail else ""
+        self._note(event, f"↪ steering {verb} · {event.command}{detail}")
+
+    def _note(self, event: AgentEvent, text: str) -> None:
+        self._transcript.add_note(text, self._tree.caption(event.run_id))

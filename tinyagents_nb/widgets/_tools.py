@@ -1,0 +1,120 @@
+"""The tool-call list: one collapsible row per call with its arguments, result, duration and errors."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from ._format import STATUS_COLOURS, esc, format_duration, json_preview, truncate
+from ._rows import HtmlRows
+
+__all__ = ["ToolCallRow", "ToolCallsPane"]
+
+ToolStatus = Literal["running", "ok", "error"]
+
+_ARGS_CHARS: Final = 300
+_OUTPUT_CHARS: Final = 600
+_PRE: Final = (
+    "margin:2px 0 6px;padding:4px 6px;background:rgba(127,127,127,.1);white-space:pre-wrap;word-break:break-word"
+)
+_MARK: Final = {"running": ("⋯", STATUS_COLOURS["running"]), "ok": ("✓", "#1a7f37"), "error": ("✗", "#cf222e")}
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolCallRow:
+    """One tool call as the pane knows it (``output`` holds the error text for a failed call)."""
+
+    name: str
+    arguments: str
+    caption: str = ""
+    status: ToolStatus = "running"
+    output: str = ""
+    error_type: str = ""
+    duration_s: float | None = None
+
+
+class ToolCallsPane:
+    """Rows in call order; at most ``max_rows`` kept.
+
+    Args:
+        max_rows: The memory bound for a long run.
+    """
+
+    def __init__(self, *, max_rows: int) -> None:
+        self._rows = HtmlRows(noun="tool call", layout={"max_height": "360px", "overflow": "auto"})
+        self.widget: Any = self._rows.box
+        self.rows: dict[int, ToolCallRow] = {}
+        """Kept rows by key, oldest first (plain state: read it under the dashboard's lock)."""
+        self.dropped = 0
+        self.count = 0
+        """Every call seen, dropped ones included."""
+        self._by_call: dict[tuple[str, str], int] = {}
+        self._dirty: set[int] = set()
+        self._max = max_rows
+
+    # ------------------------------------------------------------------ listener side (plain state)
+    def started(self, run_id: str, call_id: str, name: str, arguments: Any, caption: str) -> None:
+        key = self.count
+        self.count += 1
+        self.rows[key] = ToolCallRow(name=name, arguments=json_preview(arguments, _ARGS_CHARS), caption=caption)
+        self._by_call[(run_id, call_id)] = key
+        self._dirty.add(key)
+        while len(self.rows) > self._max:
+            oldest = next(iter(self.rows))
+            del self.rows[oldest]
+            self._dirty.discard(oldest)
+            self.dropped += 1
+        if len(self._by_call) > 2 * self._max:  # forget finished calls whose rows are gone
+            self._by_call = {slot: k for slot, k in self._by_call.items() if k in self.rows}
+
+    def finished(
+        self,
+        run_id: str,
+        call_id: str,
+        *,
+        output: str,
+        is_error: bool,
+        duration_s: float,
+        error_type: str = "",
+    ) -> None:
+        key = self._by_call.pop((run_id, call_id), None)
+        row = self.rows.get(key) if key is not None else None
+        if row is None or key is None:
+            return
+        row.status = "error" if is_error else "ok"
+        row.output = output
+        row.error_type = error_type
+        row.duration_s = duration_s
+        self._dirty.add(key)
+
+    # ------------------------------------------------------------------ flusher side (widgets)
+    def render(self) -> None:
+        changed = {key: _row_html(self.rows[key]) for key in sorted(self._dirty) if key in self.rows}
+        self._dirty.clear()
+        self._rows.sync(list(self.rows), changed, self.dropped)
+
+    def close(self) -> None:
+        self._rows.close()
+
+
+def _row_html(row: ToolCallRow) -> str:
+    mark, colour = _MARK[row.status]
+    facts = [esc(row.caption)] if row.caption else []
+    if row.status == "running":
+        facts.append("running")
+    elif row.duration_s is not None:
+        facts.append(format_duration(row.duration_s))
+    if row.status == "error":
+        facts.append(f'<span style="color:{colour}">{esc(row.error_type or "error")}</span>')
+    summary = (
+        f'<summary style="cursor:pointer"><span style="color:{colour};font-weight:600">{mark}</span> '
+        f"<code>{esc(row.name)}</code> "
+        f'<span style="opacity:.7">{" · ".join(facts)}</span></summary>'
+    )
+    body = f'<div style="opacity:.75">arguments</div><pre style="{_PRE}">{esc(row.arguments)}</pre>'
+    if row.status != "running":
+        style = f"{_PRE};color:{colour}" if row.status == "error" else _PRE
+        label = "error" if row.status == "error" else "result"
+        output = esc(truncate(row.output, _OUTPUT_CHARS))
+        body += f'<div style="opacity:.75">{label}</div><pre style="{style}">{output}</pre>'
+    return f'<details style="font-size:92%">{summary}{body}</details>'
