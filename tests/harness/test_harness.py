@@ -518,3 +518,59 @@ async def test_cancel_during_an_in_flight_unary_call_is_prompt() -> None:
     with anyio.fail_after(5), pytest.raises(RunCancelled):
         await AgentHarness(model=slow).invoke_in_context(ctx, "x")
     assert time.monotonic() - start < 2
+
+
+async def test_an_externally_cancelled_task_still_reports_its_end() -> None:
+    import asyncio
+
+    slow = SlowModel(ScriptedModel(["late"]), delay_s=30)
+    ctx = RunContext()
+    rec = recorded(ctx)
+    stream = AgentHarness(model=slow).invoke_streaming("x", context=ctx)
+    task = stream.start()
+    await anyio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert rec.kinds()[-1] == "run.cancelled"
+    assert stream.status.status == "cancelled"
+    with anyio.fail_after(2):  # the event iterator ends instead of waiting forever
+        assert [e.kind async for e in stream][-1] == "run.cancelled"
+
+
+async def test_a_slow_sync_tool_is_held_to_its_timeout() -> None:
+    @tool(timeout_s=0.1)
+    def sleepy() -> str:
+        """Block for a while."""
+        time.sleep(1.0)
+        return "too late"
+
+    start = time.monotonic()
+    run = await AgentHarness(model=ScriptedModel([ScriptedModel.tool_call("sleepy", {}), "ok"]), tools=[sleepy]).invoke(
+        "x"
+    )
+    assert time.monotonic() - start < 0.9
+    assert "timed out" in run.messages[2].text
+
+
+async def test_a_failed_model_call_emits_model_failed() -> None:
+    ctx = RunContext()
+    rec = recorded(ctx)
+    with pytest.raises(ProviderError):
+        await AgentHarness(model=ScriptedModel([ProviderError("down")])).invoke_in_context(ctx, "x")
+    failed = rec.of_kind("model.failed")
+    assert len(failed) == 1
+    assert failed[0].error_type == "ProviderError"  # type: ignore[attr-defined]
+    assert rec.kinds()[-2:] == ["model.failed", "run.failed"]
+
+
+async def test_status_times_use_the_policy_clock() -> None:
+    from tinyagents_nb.harness.testkit import DeterministicClock
+
+    clock = DeterministicClock(start=1_000.0, step=1.0)
+    run, status = await AgentHarness(model=ScriptedModel(["x"]), policy=RunPolicy(clock=clock)).invoke_with_status(
+        RunContext(), "x"
+    )
+    assert run.ok
+    assert status.ended_at is not None
+    assert 1_000.0 <= status.started_at < status.ended_at < 1_100.0

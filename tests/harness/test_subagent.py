@@ -193,3 +193,10 @@ async def test_children_stream_when_the_parent_streams() -> None:
     ctx = RunContext()
     depths = {event.depth async for event in root.invoke_streaming("x", context=ctx) if event.kind == "model.delta"}
     assert depths == {0, 1, 2}
+
+
+async def test_subagent_prompt_is_added_after_the_harness_prompt() -> None:
+    model = ScriptedModel(["ok"])
+    sub = SubAgent("helper", AgentHarness(model=model, system_prompt="harness rules"), system_prompt="sub rules")
+    await sub.invoke_in_parent(RunContext(), "go")
+    assert [m.text for m in model.requests[0].messages] == ["harness rules", "sub rules", "go"]

@@ -256,7 +256,9 @@ class AgentHarness(Generic[DataT]):
     def run_sync(self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None) -> AgentRun:
         """Blocking twin of ``invoke``; inside a running event loop (Jupyter) it runs on a worker thread.
 
-        Ctrl-C (or a kernel interrupt) cancels the run cooperatively and raises ``RunCancelled``.
+        Inside a running loop, Ctrl-C (a kernel interrupt) cancels the run cooperatively and raises
+        ``RunCancelled`` with the partial transcript; without one, asyncio ends the run at once and
+        ``KeyboardInterrupt`` propagates.
         """
         ctx = self._context(config, data)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
@@ -35,6 +34,7 @@ from ._events import (
     LimitReached,
     ModelCompleted,
     ModelDelta,
+    ModelFailed,
     ModelStarted,
     RetryScheduled,
     RunCancelledEvent,
@@ -129,6 +129,13 @@ class RunLoop:
             return await self._finish_cancelled(exc)
         except Exception as exc:
             return await self._finish_failed(exc)
+        except BaseException as exc:  # the task itself was cancelled (kernel shutdown, cell re-run): report, re-raise
+            self._keep_partial()
+            ctx.emit(
+                RunCancelledEvent, reason=f"{type(exc).__name__} (the task was cancelled)", duration_s=self._elapsed()
+            )
+            self._close_status("cancelled", exc)
+            raise
         run = self._result("completed", final_text=final)
         try:
             await harness.middleware.after_agent(ctx, run)
@@ -262,6 +269,14 @@ class RunLoop:
                     max_retries=policy.limits.max_retries_per_call,
                 )
             except Exception as exc:
+                if not isinstance(exc, Cancelled):
+                    ctx.emit(
+                        ModelFailed,
+                        call_id=call_id,
+                        model=model.model_name,
+                        error_type=type(exc).__name__,
+                        error=_error_text(exc),
+                    )
                 fallback = policy.fallback
                 if fallback is None or index + 1 >= len(models) or not fallback.should_fall_back(exc):
                     raise
@@ -435,9 +450,11 @@ class RunLoop:
             raise
 
     def _timeout(self) -> RunTimeout:
-        limit = self.limits.wall_clock_s
+        raw = self.limits.wall_clock_s
+        limit = round(raw, 3) if raw is not None else None
         self.ctx.emit(LimitReached, limit="wall_clock", maximum=limit)
-        return RunTimeout(f"run {self.ctx.run_id} ran out of its {limit:g} s budget", timeout_s=limit)
+        shown = f"{limit:g} s" if limit is not None else "inherited"
+        return RunTimeout(f"run {self.ctx.run_id} ran out of its {shown} budget", timeout_s=limit)
 
     def _result(self, status: Any, *, final_text: str = "", error: BaseException | None = None) -> AgentRun:
         ctx = self.ctx
@@ -461,11 +478,14 @@ class RunLoop:
         if partial is not None and partial.text:
             self.messages.append(AssistantMessage(text=partial.text, tags=("partial",)))
 
+    def _elapsed(self) -> float:
+        return self.clock.monotonic() - self.started
+
     def _close_status(self, status: Any, error: BaseException | None = None) -> None:
         self.status.status = status
         self.status.phase = "done"
         self.status.active_model_call = None
-        self.status.ended_at = time.time()
+        self.status.ended_at = self.clock.time()
         if error is not None:
             self.status.error = f"{type(error).__name__}: {error}"
 

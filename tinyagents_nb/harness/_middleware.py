@@ -58,7 +58,11 @@ class Middleware:
         """For each streamed fragment (synchronous: it runs once per token)."""
 
     async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall:
-        """Before each tool call is admitted; return the call to run (possibly changed). Raise to refuse it."""
+        """Before each tool call is admitted; return the call to run (possibly changed).
+
+        Raising refuses the call and ends the run with that error (a policy decision, not a tool failure);
+        to let the model recover instead, return a call the tool will reject or use ``after_tool``.
+        """
         return call
 
     async def after_tool(self, ctx: RunContext[Any], call: ToolCall, result: ToolResult) -> ToolResult:

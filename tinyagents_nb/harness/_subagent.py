@@ -57,9 +57,11 @@ class SubAgent:
             messages = [input]
         else:
             messages = list(input)
-        prompt = self.system_prompt
-        if prompt and not (messages and isinstance(messages[0], SystemMessage) and messages[0].text == prompt):
-            messages.insert(0, SystemMessage(text=prompt))
+        # the sub-agent's prompt comes after the harness's own (both kept, each once)
+        prompts = [p for p in (self.harness.system_prompt, self.system_prompt) if p]
+        leading = [m.text for m in messages[: len(prompts)] if isinstance(m, SystemMessage)]
+        if prompts and leading != prompts:
+            messages[:0] = [SystemMessage(text=p) for p in prompts]
         return messages
 
     async def invoke(self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None) -> AgentRun:

@@ -345,7 +345,10 @@ class FunctionTool(Generic[P, R]):
             result = await function(*args, **values)
         else:
             if self._in_thread:
-                result = await anyio.to_thread.run_sync(functools.partial(function, *args, **values))
+                # abandon_on_cancel: a timeout or the run's deadline ends the wait (the thread finishes alone)
+                result = await anyio.to_thread.run_sync(
+                    functools.partial(function, *args, **values), abandon_on_cancel=True
+                )
             else:
                 result = function(*args, **values)
             if inspect.iscoroutine(result):  # a sync wrapper around an async function

@@ -57,7 +57,7 @@ class EventRouter:
             "subagent.completed": lambda e: tree.finish(e.child_run_id, e.status),
             "context.pressure": self._on_pressure,
             "steering.applied": self._on_steering,
-            "retry.scheduled": lambda e: self._note(e, f"retry {e.attempt} in {e.delay_s:.1f} s: {e.error}"),
+            "retry.scheduled": self._on_retry,
             "fallback.used": lambda e: self._note(e, f"fallback: {e.from_model} → {e.to_model} ({e.error})"),
             "limit.reached": lambda e: self._note(e, f"limit reached: {e.limit}"),
             **dict.fromkeys(TERMINAL_KINDS, self._on_run_ended),
@@ -101,6 +101,11 @@ class EventRouter:
             state.error_text = f"{event.error_type}: {event.error}"
         elif event.kind == "run.cancelled":
             state.cancel_reason = event.reason
+
+    def _on_retry(self, event: Any) -> None:
+        # the retried attempt streams from the start: keep the failed attempt's text, start a new segment
+        self._transcript.end_call(event.run_id, event.call_id)
+        self._note(event, f"retry {event.attempt} in {event.delay_s:.1f} s: {event.error}")
 
     def _on_model_completed(self, event: Any) -> None:
         self._state.model_calls += 1
