@@ -41,7 +41,16 @@ def test_testkit_namespace_is_exact() -> None:
 
 
 def test_top_level_exports() -> None:
-    assert "__version__" in tinyagents_nb.__all__
+    assert tinyagents_nb.__all__ == ["__version__", "load_ipython_extension", "unload_ipython_extension"]
+    assert sorted(n for n in tinyagents_nb.__all__ if n != "__version__") == public_names(tinyagents_nb)
+    assert callable(tinyagents_nb.load_ipython_extension)
+    assert callable(tinyagents_nb.unload_ipython_extension)
+
+
+def test_magics_namespace_is_exact() -> None:
+    import tinyagents_nb.magics as magics
+
+    assert magics.__all__ == sorted(magics.__all__) == public_names(magics)
 
 
 @pytest.mark.parametrize("module", ["tinyagents_nb", "tinyagents_nb.harness"])

@@ -574,3 +574,11 @@ async def test_status_times_use_the_policy_clock() -> None:
     assert run.ok
     assert status.ended_at is not None
     assert 1_000.0 <= status.started_at < status.ended_at < 1_100.0
+
+
+async def test_an_unstarted_stream_buffers_nothing_on_a_shared_sink() -> None:
+    session = RunContext()
+    idle = AgentHarness(model=ScriptedModel(["never"])).invoke_streaming("x", context=session.new_root())
+    await AgentHarness(model=ScriptedModel(["busy"] * 3)).invoke_in_context(session.new_root(), "y")
+    assert idle._events is None
+    assert len(session.events._listeners) == 0

@@ -400,3 +400,17 @@ def test_decimal_cost_survives_the_full_pipeline(tmp_path: Path) -> None:
     (stored,) = journal.read_from(0)
     assert getattr(stored.event, "usd", None) == Decimal("0.0000015")
     journal.close()
+
+
+def test_journal_sink_can_skip_token_deltas() -> None:
+    from tinyagents_nb.harness._events import ModelDelta, RunStarted
+    from tinyagents_nb.harness._journal import InMemoryEventJournal
+    from tinyagents_nb.harness._messages import TextDelta
+    from tinyagents_nb.harness._obs_sinks import JournalSink as Sink
+
+    journal = InMemoryEventJournal()
+    sink = Sink(journal, exclude_kinds={"model.delta"})
+    sink(0, RunStarted(run_id="r", root_run_id="r"))
+    sink(1, ModelDelta(run_id="r", root_run_id="r", call_id="c", delta=TextDelta(text="x")))
+    assert [o.kind for o in journal.read_from(0)] == ["run.started"]
+    assert sink.written == 1

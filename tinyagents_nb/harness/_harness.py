@@ -25,6 +25,7 @@ from ._providers import resolve_model
 from ._response_cache import ResponseCache
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
+from ._sink import EventSubscription
 from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tokens import TokenEstimator
@@ -301,14 +302,19 @@ class AgentStream(AsyncIterator[AgentEvent]):
         self.context = ctx
         self.run_id = ctx.run_id
         self.status = harness._status(ctx)
-        run_id = self.run_id
-        self._events = ctx.events.subscribe(until=lambda e: e.run_id == run_id and e.kind in _TERMINAL)
+        self._events: EventSubscription | None = None
         self._loop = RunLoop(harness, ctx, messages, streaming=True, status=self.status)
         self._task: asyncio.Task[AgentRun] | None = None
 
     def start(self) -> asyncio.Task[AgentRun]:
-        """Start the run if it has not started; returns its task."""
+        """Start the run if it has not started; returns its task.
+
+        The event subscription is made here, just before the task exists, so nothing is missed and
+        a stream that is never started buffers nothing on a shared (session-wide) sink.
+        """
         if self._task is None:
+            run_id = self.run_id
+            self._events = self.context.events.subscribe(until=lambda e: e.run_id == run_id and e.kind in _TERMINAL)
             self._task = asyncio.get_running_loop().create_task(self._loop.run(), name=f"tinyagents-run-{self.run_id}")
         return self._task
 
@@ -317,6 +323,7 @@ class AgentStream(AsyncIterator[AgentEvent]):
 
     async def __anext__(self) -> AgentEvent:
         self.start()
+        assert self._events is not None
         return await self._events.__anext__()
 
     async def wait(self) -> AgentRun:
@@ -367,7 +374,8 @@ class AgentStream(AsyncIterator[AgentEvent]):
 
     async def aclose(self) -> None:
         """Stop listening; a run still going is cancelled and awaited."""
-        await self._events.aclose()
+        if self._events is not None:
+            await self._events.aclose()
         if self._task is not None and not self._task.done():
             self.cancel("stream closed")
             await self.wait()

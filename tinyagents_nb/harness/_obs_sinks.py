@@ -297,15 +297,19 @@ class JournalSink:
 
     Args:
         journal: Where observations go.
+        exclude_kinds: Kinds not to journal, e.g. ``{"model.delta"}``: token deltas are most of a
+            stream's events and each costs a durable write, while ``model.completed`` and
+            ``run.completed`` already record each call and the final text.
 
     Raises:
         ConfigurationError: ``journal`` is not an ``EventJournal``.
     """
 
-    def __init__(self, journal: EventJournal) -> None:
+    def __init__(self, journal: EventJournal, *, exclude_kinds: Iterable[str] = ()) -> None:
         if not isinstance(journal, EventJournal):
             raise ConfigurationError(f"JournalSink needs an EventJournal, got {type(journal).__name__}")
         self.journal = journal
+        self.exclude_kinds = frozenset(exclude_kinds)
         self.written = 0
         self._failures = _FailureLog(f"JournalSink({journal!r})")
 
@@ -318,6 +322,8 @@ class JournalSink:
         return self._failures.last_error
 
     def __call__(self, offset: int, event: AgentEvent) -> None:
+        if event.kind in self.exclude_kinds:
+            return
         try:
             self.journal.append(AgentObservation.from_event(offset, event))
         except Exception as exc:

@@ -1,0 +1,216 @@
+"""The ``%agent <command>`` subcommands: each parses its few arguments and calls the session.
+
+A command returns what the cell should show (a DataFrame becomes the cell's result) or prints a
+line and returns ``None``. Errors are raised as ``UsageError`` here or as harness errors that
+``AgentMagics`` turns into one line.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from tinyagents_nb.harness import Tool, known_providers
+
+from ._display import context_text, models_frame, tools_frame, usd_text
+from ._handle import NotebookRun
+from ._offline import OFFLINE_MODEL
+from ._session import NotebookSession
+
+if TYPE_CHECKING:
+    from ._magics import AgentMagics
+
+__all__ = ["COMMANDS", "run_command"]
+
+Command = Callable[["AgentMagics", NotebookSession, list[str]], Any]
+
+
+def _no_args(name: str, args: list[str]) -> None:
+    if args:
+        raise UsageError(f"%agent {name} takes no arguments, got {' '.join(args)!r}")
+
+
+def _at_most_one(name: str, args: list[str], what: str) -> str | None:
+    if len(args) > 1:
+        raise UsageError(f"%agent {name} takes at most one {what}, got {' '.join(args)!r}")
+    return args[0] if args else None
+
+
+def _run_and_text(name: str, args: list[str]) -> tuple[str | None, str]:
+    """``[-r RUN | --run RUN] words…`` → (run ref, text); quoting the text is optional."""
+    ref = None
+    if args and args[0] in ("-r", "--run"):
+        if len(args) < 2:
+            raise UsageError(f"%agent {name}: {args[0]} needs a run name or id")
+        ref, args = args[1], args[2:]
+    text = " ".join(args).strip()
+    if not text:
+        raise UsageError(f'%agent {name} needs text, e.g. %agent {name} "focus on the totals"')
+    return ref, text
+
+
+def _active(session: NotebookSession, ref: str | None, verb: str) -> NotebookRun:
+    run = session.find_run(ref)
+    if run.done or run.mode is None:
+        raise UsageError(f"cannot {verb} run {run.label}: it is {run.status}")
+    return run
+
+
+# ------------------------------------------------------------------------------------------ commands
+def _status(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    _no_args("status", args)
+    print("\n".join(session.describe()))
+
+
+def _runs(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+    _no_args("runs", args)
+    return session.runs_frame()
+
+
+def _stop(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    ref = _at_most_one("stop", args, "run")
+    if ref == "all":
+        runs = session.active_runs()
+    else:
+        runs = [_active(session, ref, "stop")] if ref is not None or session.active_runs() else []
+    if not runs:
+        print("no active run to stop")
+        return
+    for run in runs:
+        run.cancel("stopped with %agent stop")
+    print(f"stopping {', '.join(r.label for r in runs)}")
+
+
+def _pause(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    run = _active(session, _at_most_one("pause", args, "run"), "pause")
+    run.pause("paused with %agent pause")
+    print(f"pausing {run.label} before its next model call (%agent resume continues it)")
+
+
+def _resume(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    run = _active(session, _at_most_one("resume", args, "run"), "resume")
+    run.resume()
+    print(f"resuming {run.label}")
+
+
+def _steer(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    ref, text = _run_and_text("steer", args)
+    run = _active(session, ref, "steer")
+    run.steer(text)
+    print(f"steering {run.label}: its next model call sees your message")
+
+
+def _redirect(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    ref, text = _run_and_text("redirect", args)
+    run = _active(session, ref, "redirect")
+    run.redirect(text)
+    print(f"redirecting {run.label} before its next model call")
+
+
+def _cost(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+    _no_args("cost", args)
+    usage, cost = session.context.usage.total(), session.context.costs.total()
+    print(f"notebook total: {cost.calls:,} model calls · {usage.total_tokens:,} tokens · {usd_text(cost.total_usd)}")
+    return session.cost_frame()
+
+
+def _context(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    thread = _at_most_one("context", args, "thread") or session.thread_id
+    window, model, source = session.context_window(thread)
+    print(context_text(window, thread_id=thread, model=model, source=source))
+
+
+def _history(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+    return session.history_frame(_at_most_one("history", args, "thread"))
+
+
+def _thread(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    choice = _at_most_one("thread", args, "thread")
+    if choice is not None:
+        session.use_thread(None if choice == "new" else choice)
+    print(f"thread: {session.thread_id} ({len(session.messages())} saved messages)")
+
+
+def _model(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    name = _at_most_one("model", args, "model name")
+    if name is not None:
+        session.resolve_model(name)  # a bad name or a missing key fails here, not at the next run
+        magics.default_model = "" if name == OFFLINE_MODEL else name
+    if session.default_model:
+        print(f"default model: {session.default_model}")
+        return
+    ready = [spec.api_key_env for spec, ok in known_providers() if ok and spec.api_key_env]
+    keys = f"keys found: {', '.join(ready)}" if ready else "no provider key is set"
+    print(
+        f"default model: {OFFLINE_MODEL} (no model configured; {keys}). "
+        'Set one with %agent model openai:gpt-4o-mini or %config AgentMagics.default_model = "..."'
+    )
+
+
+def _models(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+    _no_args("models", args)
+    return models_frame(session.models.names(), session.default_model)
+
+
+def _tools(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+    if not args:
+        return tools_frame(session.tools)
+    action, names = args[0], args[1:]
+    if action not in ("add", "remove") or not names:
+        raise UsageError("use %agent tools, %agent tools add <function> …, or %agent tools remove <name> …")
+    if action == "remove":
+        for name in names:
+            session.tools.unregister(name)
+        print(f"removed {', '.join(names)}; tools: {', '.join(session.tools.names()) or 'none'}")
+        return None
+    namespace: Mapping[str, Any] = magics.shell.user_ns if magics.shell is not None else {}
+    for name in names:
+        if name not in namespace:
+            raise UsageError(f"name {name!r} is not defined in the notebook; define the function first")
+        fn = namespace[name]
+        if not (inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, Tool)):
+            raise UsageError(f"{name!r} is a {type(fn).__name__}, not a function; tools are def or async def")
+        session.register_tool(fn)
+    print(f"tools: {', '.join(session.tools.names())}")
+    return None
+
+
+def _journal(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+    ref = _at_most_one("journal", args, "run")
+    return session.journal_frame(None if ref is None else session.find_run(ref))
+
+
+def _reset(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+    _no_args("reset", args)
+    stopped = len(session.active_runs())
+    session.reset(store_path=magics.store_path or ":memory:")
+    note = f"; stopped {stopped} active run(s)" if stopped else ""
+    print(f"session reset: new thread {session.thread_id}{note}")
+
+
+COMMANDS: Mapping[str, Command] = {
+    "status": _status,
+    "runs": _runs,
+    "stop": _stop,
+    "pause": _pause,
+    "resume": _resume,
+    "steer": _steer,
+    "redirect": _redirect,
+    "cost": _cost,
+    "context": _context,
+    "history": _history,
+    "thread": _thread,
+    "model": _model,
+    "models": _models,
+    "tools": _tools,
+    "journal": _journal,
+    "reset": _reset,
+}
+
+
+def run_command(magics: AgentMagics, command: str, args: list[str]) -> Any:
+    """Dispatch ``%agent <command> <args…>``."""
+    return COMMANDS[command](magics, magics.session, args)

@@ -1,0 +1,299 @@
+"""``AgentMagics``: the ``%%agent`` cell magic, the ``%agent …`` line magics and their settings.
+
+A thin adapter: parse the line (``magic_arguments``, so ``%agent?`` shows generated help), fill in
+the prompt's ``{expr}`` fields, delegate to the kernel's ``NotebookSession``, display the result.
+Bad input becomes a one-line ``UsageError`` with a hint, which IPython shows without a traceback.
+
+Settings are traitlets, so ``%config AgentMagics.blocking = True`` and ``c.AgentMagics.…`` in a
+config file work. Execution modes, and why (see ``_handle``): by default a run is a task on the
+kernel's event loop and the cell returns at once; blocking mode (``--wait``, ``blocking``, or
+``TINYAGENTS_NB_BLOCKING=1``) keeps the cell busy until the run ends so every output stays in the
+cell; a shell without a running loop (plain IPython, tests) always blocks, with a one-line notice.
+
+Re-running a cell whose earlier run is still going **stops** that run (cooperatively, with a
+one-line notice) before starting the new one: the old dashboard then shows it as cancelled instead
+of updating an output area the frontend has already discarded. Cells are told apart by the
+frontend's cell id when it sends one, else by their source.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import logging
+import os
+import shlex
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar, cast
+
+from IPython.core import magic, magic_arguments
+from IPython.core.error import UsageError
+from IPython.display import display as _display
+from traitlets import Bool, Float, Int, Unicode, observe
+
+from tinyagents_nb.harness import TinyAgentsError
+from tinyagents_nb.widgets import RunDashboard
+
+from ._commands import COMMANDS, run_command
+from ._display import error_line, outcome_lines
+from ._handle import NotebookRun
+from ._interpolate import InterpolationError, interpolate
+from ._session import NotebookSession, _replace_session, get_session
+
+__all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
+
+BLOCKING_ENV = "TINYAGENTS_NB_BLOCKING"
+"""Set to ``1`` (e.g. in CI) to run every ``%%agent`` cell in blocking mode."""
+_TRUE = frozenset({"1", "true", "yes", "on"})
+_log = logging.getLogger("tinyagents_nb")
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+class _Decorator(Protocol):
+    def __call__(self, fn: _F, /) -> _F: ...
+
+
+# IPython's argument helpers are untyped and its magic markers return a union; give them their real types once.
+_magic_arguments: Callable[[str], _Decorator] = magic_arguments.magic_arguments
+_argument: Callable[..., _Decorator] = magic_arguments.argument
+_cell_magic = cast("Callable[[str], _Decorator]", magic.cell_magic)
+_line_magic = cast("Callable[[str], _Decorator]", magic.line_magic)
+display: Callable[[Any], None] = _display
+
+
+def usage_error(exc: BaseException) -> UsageError:
+    """A one-line ``UsageError`` from a harness error: its message and hint, no traceback."""
+    hint = getattr(exc, "hint", None)
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # KeyError's str() adds quotes
+    text = " ".join(str(message).split()) or type(exc).__name__
+    return UsageError(text + (f" (hint: {hint})" if hint else ""))
+
+
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:16]
+
+
+@magic.magics_class
+class AgentMagics(magic.Magics):
+    """Agent runs in notebook cells: ``%%agent`` runs the cell as a prompt, ``%agent`` inspects and controls."""
+
+    default_model = Unicode(
+        "",
+        help='Model for runs without --model: a registered name or "provider:model" (e.g. "openai:gpt-4o-mini"); '
+        "empty means the offline demo model.",
+    ).tag(config=True)
+    system_prompt = Unicode("", help="System prompt for runs without --system.").tag(config=True)
+    blocking = Bool(False, help="Run every %%agent cell in blocking mode (like --wait).").tag(config=True)
+    throttle_hz = Float(15.0, min=0.5, max=60.0, help="Dashboard updates per second while a run streams.").tag(
+        config=True
+    )
+    max_model_calls = Int(25, min=1, help="Default cap on model calls per run (--max-model-calls overrides).").tag(
+        config=True
+    )
+    store_path = Unicode(
+        "",
+        help="SQLite file for history, session state and the event journal; empty keeps them in memory. "
+        "Read when the session is created and at %agent reset.",
+    ).tag(config=True)
+
+    def __init__(self, shell: Any = None, **kwargs: Any) -> None:
+        self._ready = False
+        super().__init__(shell=shell, **kwargs)
+        self._cell: tuple[str | None, str] = (None, "")
+        session = _replace_session(None)
+        if session is None:
+            session = NotebookSession(store_path=self.store_path or None)
+        elif self.store_path and session.store_path != self.store_path:
+            session.reopen(self.store_path)  # made by get_session() before the extension was loaded
+        _replace_session(session)
+        self._apply(session, only_set=True)
+        self._ready = True
+
+    @property
+    def session(self) -> NotebookSession:
+        return get_session()
+
+    def _apply(self, session: NotebookSession, *, only_set: bool = False) -> None:
+        if self.default_model or not only_set:
+            session.default_model = self.default_model or None
+        if self.system_prompt or not only_set:
+            session.system_prompt = self.system_prompt or None
+        session.max_model_calls = self.max_model_calls
+
+    @observe("default_model", "system_prompt", "max_model_calls")
+    def _settings_changed(self, change: Any) -> None:
+        if self._ready:
+            self._apply(self.session)
+
+    @observe("store_path")
+    def _store_path_changed(self, change: Any) -> None:
+        if self._ready:
+            print(f"store_path takes effect at the next %agent reset (now: {self.session.store_path})")
+
+    # ------------------------------------------------------------------ cell identity (re-run detection)
+    def pre_run_cell(self, info: Any) -> None:
+        """``shell.events`` hook: remember the cell being run (its frontend id, when sent, and source)."""
+        self._cell = (getattr(info, "cell_id", None), str(getattr(info, "raw_cell", "") or ""))
+
+    def _cell_key(self, line: str, cell: str) -> str:
+        cell_id, raw = self._cell
+        if raw and cell.strip() in raw and line.strip() in raw:
+            return f"cell:{cell_id}" if cell_id else f"source:{_digest(raw.strip())}"
+        return f"source:{_digest(line.strip() + chr(10) + cell.strip())}"
+
+    # ------------------------------------------------------------------ %%agent
+    @_magic_arguments("agent")
+    @_argument("--model", "-m", help="a registered model name or provider:model (default: AgentMagics.default_model)")
+    @_argument("--system", "-s", help="the system prompt for this run")
+    @_argument("--tools", "-t", help="comma-separated tool names to offer, or 'none' (default: every registered tool)")
+    @_argument("--thread", help="run in this conversation thread (it becomes the current one)")
+    @_argument("--new-thread", action="store_true", help="start a new conversation thread")
+    @_argument("--max-model-calls", type=int, metavar="N", help="cap on model calls for this run")
+    @_argument("--timeout", type=float, metavar="S", help="wall-clock budget in seconds")
+    @_argument("--wait", action="store_true", help="blocking mode: the cell waits for the run; ■ cancels it")
+    @_argument("--name", "-n", metavar="VAR", help="also bind the run handle to this variable")
+    @_argument("--raw", action="store_true", help="send the cell as is, without {expr} interpolation")
+    @_cell_magic("agent")
+    def agent_cell(self, line: str, cell: str) -> None:
+        """Run the cell body as a prompt for an agent, with a live dashboard.
+
+        The body may use {name} and {expression} from the notebook ({{ and }} are literal braces).
+        Follow-up cells continue the same conversation thread unless --new-thread. The run handle
+        is bound to _agent (and to --name): await it, or call .cancel(), .pause(), .resume(),
+        .steer(text) on it. Without --wait the cell returns at once and the run streams in the
+        background; %agent stop, %agent steer and the dashboard's buttons control it.
+        """
+        args = _parse(self.agent_cell, line)
+        if args.thread and args.new_thread:
+            raise UsageError("--thread and --new-thread cannot be combined")
+        if args.name is not None and not args.name.isidentifier():
+            raise UsageError(f"--name {args.name!r} is not a valid Python variable name")
+        try:
+            prompt = cell if args.raw else interpolate(cell, self.shell.user_ns if self.shell else {})
+        except InterpolationError as exc:
+            raise UsageError(str(exc)) from None
+        prompt = prompt.strip()
+        if not prompt:
+            raise UsageError("the prompt is empty: write it in the cell body below the %%agent line")
+        tools = None if args.tools is None else [t.strip() for t in args.tools.split(",") if t.strip()]
+        key = self._cell_key(line, cell)
+        session = self.session
+        try:
+            run = session.new_run(
+                prompt,
+                model=args.model,
+                system=args.system,
+                tools=[] if tools == ["none"] else tools,
+                thread_id=args.thread,
+                new_thread=args.new_thread,
+                max_model_calls=args.max_model_calls,
+                timeout_s=args.timeout,
+                name=args.name,
+                cell_key=key,
+            )
+        except TinyAgentsError as exc:
+            raise usage_error(exc) from None
+        for old in session.supersede(key):
+            print(f"stopped the earlier run {old.label} of this cell before running it again")
+        self._bind(run, args.name)
+        blocking = args.wait or self.blocking or os.environ.get(BLOCKING_ENV, "").strip().lower() in _TRUE
+        if not blocking and _running_loop() is None:
+            print("no running event loop (not a Jupyter kernel): running in blocking mode")
+            blocking = True
+        run.dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
+        display(run.dashboard)
+        if blocking:
+            self._wait_for(run)
+        else:
+            run.start()
+
+    def _bind(self, run: NotebookRun, name: str | None) -> None:
+        if self.shell is None:
+            return
+        self.shell.user_ns["_agent"] = run
+        if name:
+            self.shell.user_ns[name] = run
+
+    def _wait_for(self, run: NotebookRun) -> None:
+        """Blocking mode: the cell thread waits, flushes the dashboard, and turns ■ into a cooperative cancel."""
+        flush = _guarded(run.dashboard.flush)
+
+        def interrupted(count: int) -> None:
+            if count == 1:
+                print("interrupted: stopping the run (interrupt again to stop waiting)")
+            else:
+                print("stopped waiting; the run is still stopping (await _agent.wait() to see its end)")
+
+        try:
+            outcome = run.run_blocking(poll_s=1.0 / self.throttle_hz, on_tick=flush, on_interrupt=interrupted)
+        except Exception as exc:  # the harness itself crashed, not the run: still one line, no traceback wall
+            print(f"run failed: {error_line(exc)}")
+            return
+        if outcome is not None:
+            print("\n".join(outcome_lines(run)))
+
+    # ------------------------------------------------------------------ %agent
+    @_magic_arguments("agent")
+    @_argument("command", nargs="?", default="status", choices=sorted(COMMANDS), metavar="COMMAND", help="see below")
+    @_argument("args", nargs=argparse.REMAINDER, help="the command's arguments")
+    @_line_magic("agent")
+    def agent_line(self, line: str) -> Any:
+        """Inspect and control the notebook's agent session.
+
+        status              the session: thread, default model, runs, usage, tools
+        runs                a table of this session's runs
+        stop [RUN|all]      cancel the latest active run (or RUN, or every active run)
+        pause [RUN]         hold a run before its next model call; resume [RUN] releases it
+        steer [-r RUN] TEXT add a user message the run's next model call sees
+        redirect [-r RUN] TEXT  change a run's course with a system instruction
+        cost                cost and tokens by run, agent and model
+        context [THREAD]    the context-window gauge of a thread
+        history [THREAD]    a thread's saved messages
+        thread [new|ID]     show, start or switch the conversation thread
+        model [NAME]        show or set the default model
+        models              known providers (with whether their key is set) and registered models
+        tools [add F…|remove NAME…]  list, add (notebook functions) or remove tools
+        journal [RUN]       the event journal (one run's tree, or everything)
+        reset               cancel active runs and start a fresh session (models and tools stay)
+
+        RUN is a --name, a run id (or its last characters) or an index such as -1.
+        """
+        args = _parse(self.agent_line, line)
+        try:
+            return run_command(self, args.command, list(args.args))
+        except (TinyAgentsError, LookupError) as exc:
+            raise usage_error(exc) from None
+
+
+def _parse(magic_fn: Any, line: str) -> argparse.Namespace:
+    """Parse with POSIX shell quoting (IPython's own splitter keeps the quotes around values)."""
+    try:
+        argv = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"cannot parse the magic's line: {exc}") from None
+    namespace: argparse.Namespace = magic_fn.parser.parse_args(argv)  # its error() raises UsageError
+    return namespace
+
+
+def _guarded(flush: Callable[[], None]) -> Callable[[], None]:
+    """``flush`` that logs a rendering error once instead of breaking the cell's wait."""
+    failed = False
+
+    def guarded() -> None:
+        nonlocal failed
+        try:
+            flush()
+        except Exception:
+            if not failed:
+                failed = True
+                _log.exception("dashboard flush failed")
+
+    return guarded

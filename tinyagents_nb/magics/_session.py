@@ -1,0 +1,415 @@
+"""``NotebookSession``: the one per-kernel object that outlives cells, and ``get_session()``.
+
+It holds the root ``RunContext`` every ``%%agent`` run derives from with ``new_root`` (so all runs
+share one event sink, store, usage and cost ledger, while each keeps its own Stop), the current
+conversation thread, the chat history and session state in a ``SQLiteStore``, an event journal
+(``SQLiteEventJournal`` fed by a ``JournalSink``), the models and tools registered from Python, and
+the run handles. Everything here is plain Python over the public harness API: the magics only parse
+a cell and call these methods, and a script can do the same through ``get_session()``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+
+from tinyagents_nb.harness import (
+    AgentEvent,
+    AgentHarness,
+    ChatModel,
+    ConfigurationError,
+    ContextWindow,
+    FunctionTool,
+    JournalSink,
+    MemoryMiddleware,
+    Message,
+    ModelNotFound,
+    ModelRegistry,
+    RunConfig,
+    RunContext,
+    RunLimits,
+    RunPolicy,
+    SessionState,
+    ShortTermMemory,
+    SQLiteEventJournal,
+    SQLiteStore,
+    SteeringHandle,
+    SteeringPolicy,
+    StoreChatHistory,
+    StoreRegistry,
+    ThreadId,
+    TokenEstimator,
+    Tool,
+    ToolRegistry,
+    events_to_dataframe,
+    resolve_model,
+    tool,
+)
+
+from . import _display
+from ._handle import NotebookRun
+from ._offline import OFFLINE_MODEL, OfflineModel
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["NotebookSession", "agent_tool", "get_session"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+_META = ("notebook", "session")
+_TAGS = ("notebook",)
+
+
+class NotebookSession:
+    """A kernel's agent session: one root context, threads, history, tools, models and runs.
+
+    Args:
+        store_path: The SQLite file for history, session state and the event journal; ``None`` or
+            ``""`` keeps them in memory for this kernel only.
+        default_model: Used when a run names no model; ``None`` means the offline demo model.
+        system_prompt: The default system prompt of runs that do not pass one.
+        max_model_calls: The default cap on model calls per run.
+    """
+
+    def __init__(
+        self,
+        *,
+        store_path: str | os.PathLike[str] | None = None,
+        default_model: str | None = None,
+        system_prompt: str | None = None,
+        max_model_calls: int = 25,
+    ) -> None:
+        self.models = ModelRegistry()
+        self.tools = ToolRegistry()
+        self.default_model = default_model or None
+        self.system_prompt = system_prompt or None
+        self.max_model_calls = max_model_calls
+        self._built: dict[str, ChatModel] = {}
+        self._offline: ChatModel | None = None
+        self._open(store_path)
+
+    def _open(self, store_path: str | os.PathLike[str] | None) -> None:
+        path = os.fspath(store_path) if store_path else ":memory:"
+        self.store_path = path
+        self.store = SQLiteStore(path)
+        self.journal = SQLiteEventJournal(path)
+        self.history = StoreChatHistory(self.store)
+        self.state = SessionState(self.store)
+        self._memory = MemoryMiddleware(ShortTermMemory(self.history))
+        saved = self.store.get(_META, "thread_id")
+        thread = ThreadId(saved) if isinstance(saved, str) else ThreadId.new()
+        self.context: RunContext[None] = RunContext(
+            config=RunConfig(thread_id=thread, tags=_TAGS), stores=StoreRegistry(self.store)
+        )
+        """The root context: every run is ``context.new_root(...)`` and shares its sink, store and ledgers."""
+        self._runs: list[NotebookRun] = []
+        self._agent_names: dict[str, str] = {}
+        events = self.context.events
+        # token deltas are not journaled: a durable write per token would dominate a long stream,
+        # and model.completed / run.completed already record every call and the final text
+        journal_sink = JournalSink(self.journal, exclude_kinds={"model.delta"})
+        self._detach = [events.add_listener(journal_sink), events.add_listener(self._on_event)]
+        self.store.put(_META, "thread_id", str(thread))
+
+    def _on_event(self, offset: int, event: AgentEvent) -> None:
+        if event.kind == "subagent.started":
+            self._agent_names[str(getattr(event, "child_run_id", ""))] = str(getattr(event, "name", ""))
+
+    # ------------------------------------------------------------------ threads
+    @property
+    def thread_id(self) -> str:
+        """The conversation follow-up runs continue."""
+        return str(self.context.thread_id)
+
+    def use_thread(self, thread_id: str | None = None) -> str:
+        """Make ``thread_id`` (a fresh one when ``None``) the current thread; returns it.
+
+        Raises:
+            InvalidIdError: ``thread_id`` is empty or has whitespace.
+        """
+        thread = ThreadId.new() if thread_id is None else ThreadId(thread_id)
+        self.context = self.context.with_config(thread_id=thread)
+        self.store.put(_META, "thread_id", str(thread))
+        return str(thread)
+
+    def messages(self, thread_id: str | None = None) -> list[Message]:
+        """The saved conversation of a thread (the current one by default)."""
+        return self.history.load(thread_id or self.thread_id)
+
+    # ------------------------------------------------------------------ models and tools
+    def register_model(self, name: str, model: ChatModel | Callable[[], ChatModel]) -> None:
+        """Make ``model`` (or a zero-argument factory) selectable as ``%%agent --model name``; re-registering replaces."""
+        self.models.register(name, model, replace=True)
+        self._built.pop(name.strip(), None)
+
+    def resolve_model(self, name: str | None = None) -> ChatModel:
+        """The model a run named ``name`` would use (the default model, else the offline demo model).
+
+        Raises:
+            ModelNotFound: ``name`` is neither registered nor ``provider:model``; the hint lists both.
+            ConfigurationError: The provider's API key is not set (the hint names the variable).
+        """
+        spec = (name or self.default_model or "").strip()
+        if not spec or spec == OFFLINE_MODEL:
+            if self._offline is None:
+                self._offline = OfflineModel()
+            return self._offline
+        if spec in self.models:
+            return self.models.resolve(spec)
+        model = self._built.get(spec)
+        if model is None:  # one instance per spec, so its HTTP clients are reused across runs
+            model = self._built[spec] = resolve_model(spec, registry=self.models)
+        return model
+
+    def model_name(self, name: str | None = None) -> str:
+        """How a run's model is labelled: the name asked for, else the default, else the offline model."""
+        return (name or self.default_model or OFFLINE_MODEL).strip()
+
+    def register_tool(
+        self, fn: Tool | Callable[..., Any], *, name: str | None = None, description: str | None = None
+    ) -> Tool:
+        """Offer ``fn`` to every run (unless ``--tools`` narrows it); re-registering a name replaces it.
+
+        The function keeps seeing the notebook's globals; parameters typed as runtime handles
+        (``RunContext``, stores, ...) are injected and hidden from the model, as with ``@tool``.
+
+        Raises:
+            ConfigurationError: ``fn`` is not a function (a class, a value) or cannot be described.
+        """
+        if isinstance(fn, Tool) and name is None and description is None:
+            item: Tool = fn
+        elif isinstance(fn, type) or not callable(fn):
+            raise ConfigurationError(
+                f"{fn!r} is not a function", hint="pass a def or async def with annotated parameters"
+            )
+        else:
+            item = tool(fn, name=name, description=description)
+        return self.tools.register(item, replace=True)
+
+    @overload
+    def tool(self, fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+    @overload
+    def tool(
+        self, /, *, name: str | None = None, description: str | None = None
+    ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+    def tool(
+        self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+    ) -> Any:
+        """Decorator: ``@session.tool`` or ``@session.tool(name=...)`` registers the function as a tool."""
+
+        def register(function: Callable[..., Any]) -> FunctionTool[..., Any]:
+            item = tool(function, name=name, description=description)
+            self.tools.register(item, replace=True)
+            return item
+
+        return register if fn is None else register(fn)
+
+    def _select_tools(self, names: Sequence[str] | None) -> list[Tool]:
+        if names is None:
+            return list(self.tools)
+        unknown = [n for n in names if n not in self.tools]
+        if unknown:
+            known = ", ".join(self.tools.names()) or "none"
+            raise ConfigurationError(
+                f"unknown tool(s): {', '.join(unknown)}",
+                hint=f"registered tools: {known}; add one with %agent tools add <function>",
+            )
+        return [self.tools[n] for n in names]
+
+    # ------------------------------------------------------------------ runs
+    def new_run(
+        self,
+        prompt: str,
+        *,
+        model: str | None = None,
+        system: str | None = None,
+        tools: Sequence[str] | None = None,
+        thread_id: str | None = None,
+        new_thread: bool = False,
+        max_model_calls: int | None = None,
+        timeout_s: float | None = None,
+        name: str | None = None,
+        cell_key: str | None = None,
+    ) -> NotebookRun:
+        """Prepare a steerable run of ``prompt`` in the current (or given, or a new) thread; not started yet.
+
+        ``tools=None`` offers every registered tool. Start it with ``run.start()`` (on a running
+        loop) or ``run.run_blocking()``.
+
+        Raises:
+            ConfigurationError: An empty prompt, an unknown tool, a bad limit, or a missing API key.
+            ModelNotFound: The model is unknown.
+        """
+        if not prompt.strip():
+            raise ConfigurationError("the prompt is empty", hint="write the prompt in the cell below %%agent")
+        chat_model = self.resolve_model(model)
+        selected = self._select_tools(tools)
+        limits = RunLimits(max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls)
+        harness: AgentHarness[None] = AgentHarness(
+            model=chat_model,
+            tools=selected,
+            middleware=[self._memory],
+            policy=RunPolicy(limits=limits),
+            system_prompt=system or self.system_prompt,
+            name=name,
+        )
+        if new_thread or thread_id is not None:
+            self.use_thread(thread_id)
+        ctx = self.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
+        if timeout_s is not None:
+            ctx = ctx.with_config(timeout_s=timeout_s)
+        stream = harness.invoke_streaming(prompt, context=ctx)
+        run = NotebookRun(
+            stream=stream, harness=harness, prompt=prompt, model=self.model_name(model), name=name, cell_key=cell_key
+        )
+        self._runs.append(run)
+        return run
+
+    @property
+    def runs(self) -> list[NotebookRun]:
+        """Every run of this session, oldest first."""
+        return list(self._runs)
+
+    def active_runs(self) -> list[NotebookRun]:
+        """Runs started and not yet finished, oldest first."""
+        return [r for r in self._runs if r.mode is not None and not r.done]
+
+    def find_run(self, ref: str | None = None) -> NotebookRun:
+        """A run by ``--name``, run id, id suffix (4+ characters) or index (``-1``); ``None``: the latest active, else latest.
+
+        Raises:
+            LookupError: Nothing (or more than one run) matches.
+        """
+        runs = self._runs
+        if not runs:
+            raise LookupError("no agent runs yet in this session")
+        if ref is None:
+            active = self.active_runs()
+            return active[-1] if active else runs[-1]
+        matches = [r for r in runs if ref in (r.name, r.run_id)]
+        if not matches and ref.lstrip("-").isdigit() and len(ref) <= 4:
+            matches = [runs[int(ref)]] if -len(runs) <= int(ref) < len(runs) else []
+        elif not matches and len(ref) >= 4:
+            matches = [r for r in runs if r.run_id.endswith(ref)]
+        if len(matches) != 1:
+            labels = ", ".join(r.label for r in runs[-5:])
+            found = "no run" if not matches else f"{len(matches)} runs"
+            raise LookupError(f"{found} matches {ref!r}; recent runs: {labels}")
+        return matches[0]
+
+    def supersede(self, cell_key: str) -> list[NotebookRun]:
+        """Cancel the active runs started by the same cell (it is being run again); returns them."""
+        old = [r for r in self.active_runs() if r.cell_key == cell_key]
+        for run in old:
+            run.cancel("its cell was run again")
+        return old
+
+    # ------------------------------------------------------------------ reports
+    def runs_frame(self) -> pd.DataFrame:
+        """A pandas DataFrame with one row per run."""
+        return _display.runs_frame(self._runs, self.context.usage, self.context.costs)
+
+    def cost_frame(self) -> pd.DataFrame:
+        """A pandas DataFrame of cost and tokens by run, agent (main or sub-agent) and model."""
+        labels = {r.run_id: r.label for r in self._runs}
+        return _display.cost_frame(self.context.costs.records, labels, self._agent_names)
+
+    def history_frame(self, thread_id: str | None = None) -> pd.DataFrame:
+        """A pandas DataFrame of a thread's saved messages."""
+        return _display.history_frame(self.messages(thread_id))
+
+    def journal_frame(self, run: NotebookRun | None = None) -> pd.DataFrame:
+        """A pandas DataFrame of journaled events: one run's tree, or the whole session's."""
+        root = None if run is None else run.run_id
+        return events_to_dataframe(self.journal.read_from(0, root_run_id=root))
+
+    def context_window(self, thread_id: str | None = None) -> tuple[ContextWindow | None, str, str]:
+        """``(window, model, source)`` for a thread: the last run's measured window, else an estimate of its history."""
+        thread = thread_id or self.thread_id
+        for run in reversed(self._runs):
+            window = run.context.context_window
+            if run.thread_id == thread and window is not None:
+                return window, run.model, "measured at the last model call"
+        model = self.model_name()
+        try:
+            window = ContextWindow.for_model(model)
+        except (ModelNotFound, ConfigurationError):
+            return None, model, "no size known for this model"
+        estimate = TokenEstimator.for_model(model).estimate(self.messages(thread))
+        return window.with_estimate(estimate), model, "estimated from the saved history"
+
+    def describe(self) -> list[str]:
+        """Status lines for ``%agent status``."""
+        active = self.active_runs()
+        usage, cost = self.context.usage.total(), self.context.costs.total().total_usd
+        model = self.default_model or f"{OFFLINE_MODEL} (no model configured)"
+        running = ", ".join(f"{r.label} {r.status}" for r in active)
+        return [
+            f"thread: {self.thread_id} · default model: {model} · store: {self.store_path}",
+            f"runs: {len(self._runs)} ({len(active)} active{': ' + running if running else ''})",
+            f"usage: {usage.total_tokens:,} tokens · {_display.usd_text(cost)}",
+            f"tools: {', '.join(self.tools.names()) or 'none'} · models: {', '.join(self.models.names()) or 'none'}",
+        ]
+
+    # ------------------------------------------------------------------ lifecycle
+    def reopen(self, store_path: str | os.PathLike[str] | None = None) -> None:
+        """Cancel active runs and reopen on ``store_path`` (its saved thread continues); models and tools stay."""
+        self.close()
+        self._open(store_path)
+
+    def reset(self, *, store_path: str | os.PathLike[str] | None = None) -> None:
+        """Cancel active runs and start over: new root context, new thread, no runs; models and tools stay."""
+        self.reopen(self.store_path if store_path is None else store_path)
+        self.use_thread()
+
+    def close(self) -> None:
+        """Cancel active runs, detach from the event sink and close the store and journal."""
+        for run in self.active_runs():
+            run.cancel("the agent session was closed")
+        for detach in self._detach:
+            detach()
+        self._detach = []
+        self.journal.close()
+        self.store.close()
+
+    def __repr__(self) -> str:
+        return f"NotebookSession(thread_id={self.thread_id!r}, runs={len(self._runs)}, store={self.store_path!r})"
+
+
+_current: NotebookSession | None = None
+_current_lock = threading.Lock()
+
+
+def get_session() -> NotebookSession:
+    """This kernel's session, created on first use (``%load_ext tinyagents_nb`` creates it with its config)."""
+    global _current
+    with _current_lock:
+        if _current is None:
+            _current = NotebookSession()
+        return _current
+
+
+def _replace_session(session: NotebookSession | None) -> NotebookSession | None:
+    """Install ``session`` as the kernel's session (``None`` forgets it); returns the previous one."""
+    global _current
+    with _current_lock:
+        previous, _current = _current, session
+        return previous
+
+
+@overload
+def agent_tool(fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+@overload
+def agent_tool(
+    *, name: str | None = None, description: str | None = None
+) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+def agent_tool(
+    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
+) -> Any:
+    """Decorator registering a notebook function as a tool of the kernel's session (``get_session().tool``)."""
+    session = get_session()
+    return session.tool(name=name, description=description) if fn is None else session.tool(fn)
