@@ -1,0 +1,70 @@
+"""`%%agent` in a real kernel (6.x and 7.x): background runs, the Stop click, and ■ in blocking mode."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.kernel._kernel import KernelHarness
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
+
+SETUP = """
+%load_ext tinyagents_nb
+from tinyagents_nb.harness.testkit import StreamingMock
+from tinyagents_nb.magics import get_session
+get_session().register_model('slow', StreamingMock([f'w{i} ' for i in range(300)], chunk_delay_s=2.0))
+get_session().register_model('steady', StreamingMock([f's{i} ' for i in range(300)], chunk_delay_s=0.1))
+"""
+
+
+def wait_for(kernel: KernelHarness, expr: str, *, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if kernel.value(expr):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{expr} never became true")
+
+
+def test_agent_cell_returns_at_once_and_other_cells_run(kernel: KernelHarness) -> None:
+    assert kernel.execute(SETUP).status == "ok"
+    cell = kernel.execute("%%agent --model steady --name bg\nstream a long answer")
+    assert cell.status == "ok"
+    assert cell.elapsed_s < 10
+    assert "tinyagents run" in cell.text()  # the dashboard's text/plain for non-widget frontends
+    wait_for(kernel, "'s3' in bg.dashboard.transcript.text()")
+    latencies = sorted(kernel.execute("1+1").elapsed_s for _ in range(5))
+    assert kernel.value("bg.done") is False
+    assert latencies[2] < 1.0
+    kernel.execute("%agent stop bg")
+    wait_for(kernel, "bg.done")
+    assert kernel.value("bg.status") == "cancelled"
+
+
+def test_stop_click_cancels_an_agent_run_within_a_bound(kernel: KernelHarness) -> None:
+    kernel.execute(SETUP)
+    kernel.execute("%%agent --model slow --name slowrun\ngo")
+    wait_for(kernel, "'w0' in slowrun.dashboard.transcript.text()")  # now waiting 2 s for the next chunk
+    comm_id = kernel.value("slowrun.dashboard.controls.stop.model_id")
+    clicked = time.monotonic()
+    kernel.click(comm_id)
+    while kernel.value("slowrun.status") == "running" and time.monotonic() - clicked < 5:
+        time.sleep(0.02)
+    elapsed = time.monotonic() - clicked
+    assert kernel.value("slowrun.status") == "cancelled"
+    assert elapsed < 1.5, f"Stop took {elapsed:.3f} s"
+
+
+def test_kernel_interrupt_in_blocking_mode_cancels_and_keeps_the_partial_text(kernel: KernelHarness) -> None:
+    kernel.execute(SETUP)
+    msg_id = kernel.kc.execute("%%agent --model slow --wait --name blocked\ngo")
+    time.sleep(3.5)  # w0 and w1 have streamed
+    kernel.interrupt()
+    result = kernel._collect(msg_id, 30)
+    assert result.error is None, result.error  # the cell ends cleanly, not with a traceback wall
+    assert "w0" in result.stdout
+    assert "cancelled" in result.stdout
+    assert kernel.value("blocked.status") == "cancelled"
+    assert kernel.value("'w299' in blocked.final_text") is False
