@@ -1,14 +1,45 @@
-"""Run every benchmark and print its figures."""
+"""Run every benchmark in sequence and print each figure: ``python -m benchmarks [--quick] [names...]``.
+
+``--quick`` is a short smoke run (the test suite runs it); names pick a subset, e.g.
+``python -m benchmarks cancel memory``. Each benchmark runs in a fresh interpreter, so one's imports
+and heap (the peers load hundreds of thousands of objects) never skew another's CPU or RSS figures;
+each module also runs alone: ``python -m benchmarks.bench_cancel``.
+"""
 
 from __future__ import annotations
 
+import argparse
+import subprocess
 import sys
+import time
 
-from benchmarks import bench_overhead
+from benchmarks._common import describe_machine, package_version
+
+BENCHMARKS = ("overhead", "cancel", "stream", "context", "memory")
 
 
-def main() -> int:
-    bench_overhead.main(sys.argv[1:])
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run of every benchmark")
+    parser.add_argument("names", nargs="*", choices=[[], *BENCHMARKS], metavar="name", help=", ".join(BENCHMARKS))
+    args = parser.parse_args(argv)
+    names = args.names or list(BENCHMARKS)
+    print(f"TinyAgents-NB benchmarks{' (quick)' if args.quick else ''}: {describe_machine()}")
+    print(
+        "deps: "
+        + ", ".join(f"{p} {package_version(p)}" for p in ("ipykernel", "ipywidgets", "anyio", "pydantic", "tiktoken")),
+        flush=True,
+    )
+    started = time.perf_counter()
+    failed = []
+    for name in names:
+        command = [sys.executable, "-m", f"benchmarks.bench_{name}", *(["--quick"] if args.quick else [])]
+        if subprocess.run(command, check=False).returncode != 0:
+            failed.append(name)
+    print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s", flush=True)
+    if failed:
+        print(f"FAILED: {', '.join(failed)}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -582,3 +582,9 @@ async def test_an_unstarted_stream_buffers_nothing_on_a_shared_sink() -> None:
     await AgentHarness(model=ScriptedModel(["busy"] * 3)).invoke_in_context(session.new_root(), "y")
     assert idle._events is None
     assert len(session.events._listeners) == 0
+    started_only = AgentHarness(model=ScriptedModel(["done"])).invoke_streaming("z", context=session.new_root())
+    await started_only.wait()  # started but never iterated: still no subscription
+    assert started_only._events is None
+    assert len(session.events._listeners) == 0
+    # iterating late catches up from the retained history
+    assert [e.kind async for e in started_only][-1] == "run.completed"

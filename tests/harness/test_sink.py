@@ -143,3 +143,16 @@ async def test_replay_maxsize_and_close() -> None:
     late = sink.subscribe()
     with anyio.fail_after(5):
         assert [e async for e in late] == []
+
+
+@pytest.mark.anyio
+async def test_subscribe_since_catches_up_without_duplicates() -> None:
+    sink = EventSink()
+    for i in range(5):
+        sink.emit(ev(i))
+    sub = sink.subscribe(since=3)
+    sink.emit(ev(5))
+    sink.close()
+    with anyio.fail_after(5):
+        got = [e.call_id async for e in sub]  # type: ignore[attr-defined]
+    assert got == ["c3", "c4", "c5"]

@@ -303,28 +303,33 @@ class AgentStream(AsyncIterator[AgentEvent]):
         self.run_id = ctx.run_id
         self.status = harness._status(ctx)
         self._events: EventSubscription | None = None
+        self._since = 0
         self._loop = RunLoop(harness, ctx, messages, streaming=True, status=self.status)
         self._task: asyncio.Task[AgentRun] | None = None
 
     def start(self) -> asyncio.Task[AgentRun]:
-        """Start the run if it has not started; returns its task.
-
-        The event subscription is made here, just before the task exists, so nothing is missed and
-        a stream that is never started buffers nothing on a shared (session-wide) sink.
-        """
+        """Start the run if it has not started; returns its task."""
         if self._task is None:
-            run_id = self.run_id
-            self._events = self.context.events.subscribe(until=lambda e: e.run_id == run_id and e.kind in _TERMINAL)
+            self._since = self.context.events.next_offset
             self._task = asyncio.get_running_loop().create_task(self._loop.run(), name=f"tinyagents-run-{self.run_id}")
         return self._task
+
+    def _subscription(self) -> EventSubscription:
+        # Subscribed on first iteration, catching up from the sink's retained history since the
+        # start: a run that is only started (e.g. by a dashboard) buffers nothing.
+        if self._events is None:
+            run_id = self.run_id
+            self._events = self.context.events.subscribe(
+                since=self._since, until=lambda e: e.run_id == run_id and e.kind in _TERMINAL
+            )
+        return self._events
 
     def __aiter__(self) -> AgentStream:
         return self
 
     async def __anext__(self) -> AgentEvent:
         self.start()
-        assert self._events is not None
-        return await self._events.__anext__()
+        return await self._subscription().__anext__()
 
     async def wait(self) -> AgentRun:
         """The run's result, whatever its outcome (``run.error`` holds a failure or cancel)."""

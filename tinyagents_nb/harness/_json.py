@@ -48,8 +48,8 @@ def freeze_json(value: object, *, what: str, _depth: int = 0) -> FrozenJson:
 
 def freeze_json_object(value: Mapping[str, object] | None, *, what: str) -> Mapping[str, FrozenJson]:
     """Like ``freeze_json`` but the top level must be an object; ``None`` means empty."""
-    if value is None:
-        return _EMPTY
+    if not value:
+        return _EMPTY  # None or empty, the common case: one shared mapping, no copy per run
     if not isinstance(value, Mapping):
         raise ConfigurationError(f"{what} must be a mapping, got {type(value).__name__}")
     frozen: Mapping[str, FrozenJson] = freeze_json(value, what=what)

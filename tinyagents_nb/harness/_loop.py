@@ -421,7 +421,9 @@ class RunLoop:
         run_remaining = self.limits.remaining_s()
         budget = _min_optional(tool_timeout, run_remaining)
         try:
-            with anyio.move_on_after(budget if budget is not None else float("inf")) as scope:
+            if budget is None:  # no timeout and no deadline: no cancel scope to set up
+                return await tool.call(self.ctx, call.arguments)
+            with anyio.move_on_after(budget) as scope:
                 return await tool.call(self.ctx, call.arguments)
         except ToolArgumentsError as exc:
             if policy.invalid_args == "fail":

@@ -106,6 +106,7 @@ class EventSink:
         self,
         *,
         replay: bool = False,
+        since: int | None = None,
         kinds: Collection[str] | None = None,
         until: Callable[[AgentEvent], bool] | None = None,
         maxsize: int | None = None,
@@ -114,6 +115,8 @@ class EventSink:
 
         Args:
             replay: Start with the retained history.
+            since: Start with the retained events from this offset on (a late subscriber catching up;
+                events older than the retained history are gone).
             kinds: Only these kinds (e.g. ``{"model.delta"}``); ``None`` for all.
             until: Stop after yielding the first event for which this returns ``True``.
             maxsize: Bound the buffer; when full the oldest buffered event is dropped (``dropped`` counts them).
@@ -122,9 +125,11 @@ class EventSink:
         with self._lock:
             if self._closed:
                 sub._closed = True
-            if replay:
+            if replay or since is not None:
+                first = 0 if since is None else since
                 for offset, event in self._history:
-                    sub._push(offset, event)
+                    if offset >= first:
+                        sub._push(offset, event)
             self._listeners = (*self._listeners, sub._push)
         return sub
 
@@ -165,10 +170,15 @@ class EventSubscription(AsyncIterator[AgentEvent]):
         self._waiter: asyncio.Future[None] | None = None
         self._closed = False
         self._finished = False
+        self._last_offset = -1
         self.dropped = 0
 
     def _push(self, offset: int, event: AgentEvent) -> None:
-        if self._closed or (self._kinds is not None and event.kind not in self._kinds):
+        # an event can reach a catching-up subscriber both from the history and live: keep it once
+        if self._closed or offset <= self._last_offset:
+            return
+        self._last_offset = offset
+        if self._kinds is not None and event.kind not in self._kinds:
             return
         if self._maxsize is not None and len(self._buffer) >= self._maxsize:
             self._buffer.popleft()

@@ -304,9 +304,14 @@ class _Ledger(Generic[_RecordT, _AmountT]):
     def for_subtree(self, run_id: str) -> _AmountT:
         """This run plus every run beneath it."""
         with self._lock:
+            per_run = self._per_run
+            if not per_run:  # nothing recorded yet (e.g. scripted or cached runs): no tree walk
+                return self._zero
             total = self._zero
             for run in self._tree.subtree(RunId(run_id)):
-                total = total + self._per_run.get(run, self._zero)
+                amount = per_run.get(run)
+                if amount is not None:
+                    total = total + amount
             return total
 
     def by_model(self) -> dict[str, _AmountT]:

@@ -92,7 +92,7 @@ class AgentMagics(magic.Magics):
     ).tag(config=True)
     system_prompt = Unicode("", help="System prompt for runs without --system.").tag(config=True)
     blocking = Bool(False, help="Run every %%agent cell in blocking mode (like --wait).").tag(config=True)
-    throttle_hz = Float(15.0, min=0.5, max=60.0, help="Dashboard updates per second while a run streams.").tag(
+    throttle_hz = Float(10.0, min=0.5, max=60.0, help="Dashboard updates per second while a run streams.").tag(
         config=True
     )
     max_model_calls = Int(25, min=1, help="Default cap on model calls per run (--max-model-calls overrides).").tag(

@@ -59,7 +59,7 @@ class RunDashboard:
         *,
         title: str | None = None,
         model: str | None = None,
-        throttle_hz: float = 15.0,
+        throttle_hz: float = 10.0,
         max_history: int = 2_000,
     ) -> None:
         if not isinstance(stream, AgentStream):

@@ -45,7 +45,7 @@ class HtmlRows:
         if structure:
             keep = set(order)
             for key in [key for key in self._rows if key not in keep]:
-                self._rows.pop(key).close()
+                _close_row(self._rows.pop(key))
         for key, html in changed.items():
             row = self._rows.get(key)
             if row is None:
@@ -65,7 +65,15 @@ class HtmlRows:
     def close(self) -> None:
         """Close every row widget (their comms), the note and the box."""
         for row in self._rows.values():
-            row.close()
+            _close_row(row)
         self._rows.clear()
         self.note.close()
         self.box.close()
+
+
+def _close_row(row: Any) -> None:
+    """Close an ``HTML`` row and the ``Layout``/``HTMLStyle`` widgets it created (each is a live comm)."""
+    layout, style = row.layout, row.style
+    row.close()
+    layout.close()
+    style.close()
