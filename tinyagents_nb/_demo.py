@@ -1,28 +1,156 @@
-"""``python -m tinyagents_nb``: an offline tour of a real agent loop.
+"""``python -m tinyagents_nb``: the README's main job, the quickstart notebook executed headless.
 
-A scripted model plays ``gpt-4o-mini`` (its replies and token counts are canned, so nothing leaves the
-machine and no key is needed); everything else is the real harness: the loop, a typed tool, a
-sub-agent one level down, streaming, one shared event stream, and usage and cost rolled up the tree.
+It runs ``notebooks/01_quickstart.ipynb`` top to bottom in a real Jupyter kernel of this interpreter
+(blocking mode, so every output stays in its cell), writes the executed copy to ``artifacts/``, and
+prints the conversation, the cost table and where the notebook is. Without ``OPENAI_API_KEY`` the
+notebook uses its offline scripted model and this prints one line on how to use a real provider.
+
+``python -m tinyagents_nb --harness-tour`` is the older, kernel-free tour of the harness API: a
+scripted model plays ``gpt-4o-mini``; the loop, a typed tool, a sub-agent one level down, streaming,
+one shared event stream, and usage and cost rolled up the tree are all real.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
+import os
 import sys
+import tempfile
 from collections import Counter
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
-from .harness import (
-    AgentHarness,
-    RunConfig,
-    RunContext,
-    SubAgent,
-    TextDelta,
-    Usage,
-    tool,
-)
+from .harness import AgentHarness, RunConfig, RunContext, SubAgent, TextDelta, Usage, known_providers, tool
 from .harness.testkit import ScriptedModel
 
+__all__ = ["current_env_kernel", "main", "provider_notice", "report", "run_notebook"]
+
+REPO = Path(__file__).resolve().parent.parent
+QUICKSTART = REPO / "notebooks" / "01_quickstart.ipynb"
+EXECUTED = REPO / "artifacts" / "01_quickstart.executed.ipynb"
+REAL_MODEL = "openai:gpt-4o-mini"
+CELL_TIMEOUT_S = 300
+
+
+# ------------------------------------------------------------------------------------------ the quickstart
+def current_env_kernel() -> type[Any]:
+    """A kernel manager class whose kernels run *this* interpreter, whatever ``python3`` kernelspecs are installed.
+
+    For ``NotebookClient(kernel_manager_class=...)``, which then owns (and shuts down) the kernel.
+    """
+    import ipykernel.kernelspec
+    from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+    from jupyter_client.manager import AsyncKernelManager
+    from traitlets import default
+
+    class ThisInterpreterSpecs(KernelSpecManager):
+        def get_kernel_spec(self, kernel_name: str) -> Any:
+            return KernelSpec(resource_dir=ipykernel.kernelspec.RESOURCES, **ipykernel.kernelspec.get_kernel_dict())
+
+    class ThisInterpreterKernelManager(AsyncKernelManager):
+        @default("kernel_spec_manager")
+        def _kernel_spec_manager_default(self) -> KernelSpecManager:
+            return ThisInterpreterSpecs(data_dir=self.data_dir)
+
+    return ThisInterpreterKernelManager
+
+
+def provider_notice() -> str:
+    """One line: which model the quickstart will use, and how to switch to a real provider."""
+    if os.environ.get("OPENAI_API_KEY"):
+        return f"Using {REAL_MODEL} (OPENAI_API_KEY is set): the quickstart calls the provider, which bills the key."
+    variables = ", ".join(spec.api_key_env for spec, _ in known_providers() if spec.api_key_env)
+    return (
+        "Offline: OPENAI_API_KEY is not set, so the quickstart runs its scripted model. For a real provider "
+        f'export OPENAI_API_KEY and re-run, or in a notebook run %config AgentMagics.default_model = "{REAL_MODEL}" '
+        f"(keys are read from {variables})."
+    )
+
+
+def _text(outputs: Sequence[Any]) -> list[str]:
+    """What a terminal would show for a cell: stdout/stderr and the text/plain of results, no widgets."""
+    lines: list[str] = []
+    for output in outputs:
+        if output.output_type == "stream":
+            lines.append(str(output.text).rstrip("\n"))
+        elif output.output_type == "execute_result":
+            lines.append(str(output.data.get("text/plain", "")))
+        elif output.output_type == "error":
+            lines.append(f"{output.ename}: {output.evalue}")
+    return lines
+
+
+def report(nb: Any) -> list[str]:
+    """The transcript (each ``%%agent`` prompt and what its cell printed) and the ``%agent cost`` table."""
+    transcript: list[str] = []
+    cost: list[str] = []
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        source = str(cell.source).strip()
+        if source.startswith("%%agent"):
+            prompt = source.split("\n", 1)[1].strip() if "\n" in source else ""
+            transcript += [f"> {prompt}", *_text(cell.outputs), ""]
+        elif source.startswith("%agent cost"):
+            cost += _text(cell.outputs)
+    return ["Transcript", "", *transcript, "Cost", *cost]
+
+
+def run_notebook(notebook: Path, output: Path) -> int:
+    """Execute ``notebook`` headless, write the executed copy to ``output``, print the report; 0 on success."""
+    try:
+        import nbformat as _nbformat
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
+    except ImportError as exc:
+        print(f"running the quickstart needs nbclient ({exc}); install the test extra: pip install -e '.[test]'")
+        return 2
+    if not notebook.is_file():
+        print(f"no notebook at {notebook} (an installed package has no notebooks/): pass --notebook PATH")
+        return 2
+    print(provider_notice())
+    print(f"Executing {_shown(notebook)} in a Jupyter kernel (blocking mode)...\n")
+    nbformat: Any = _nbformat  # untyped
+    nb = nbformat.read(notebook, as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_manager_class=current_env_kernel(),
+        kernel_name="python3",
+        timeout=CELL_TIMEOUT_S,
+        resources={"metadata": {"path": str(notebook.parent)}},
+        record_timing=False,
+    )
+    env = {**os.environ, "TINYAGENTS_NB_BLOCKING": "1"}
+    failed: str | None = None
+    with tempfile.TemporaryFile(mode="w+") as kernel_log:  # the kernel's own stderr: shown only if it fails
+        try:
+            client.execute(env=env, stderr=kernel_log)
+        except CellExecutionError as exc:
+            failed = f"{getattr(exc, 'ename', 'Error')}: {getattr(exc, 'evalue', exc)}"
+        except Exception as exc:  # the kernel died or timed out
+            kernel_log.seek(0)
+            failed = f"{type(exc).__name__}: {exc}\n{kernel_log.read()[-2000:]}"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, output)
+    print("\n".join(report(nb)))
+    print(f"\nExecuted notebook: {_shown(output)}")
+    print(f"Open it in JupyterLab: .venv/bin/jupyter lab {_shown(notebook)}  (or the executed copy above)")
+    if failed is not None:
+        print(f"\nThe notebook stopped at an error: {failed}")
+        return 1
+    return 0
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+# ------------------------------------------------------------------------------------------ the harness tour
 MODEL = "gpt-4o-mini"
 
 
@@ -65,7 +193,7 @@ def _agents() -> AgentHarness[None]:
     )
 
 
-async def _main() -> int:
+async def _tour() -> int:
     harness = _agents()
     ctx = RunContext(config=RunConfig(thread_id="demo-thread", tags=["demo"]))
     prompt = "What's the weather in Oslo, and should I bring an umbrella?"
@@ -102,5 +230,13 @@ async def _main() -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------------------ entry point
 def main(argv: Sequence[str] = ()) -> int:
-    return asyncio.run(_main())
+    parser = argparse.ArgumentParser(prog="python -m tinyagents_nb", description=__doc__.splitlines()[0])
+    parser.add_argument("--notebook", type=Path, default=QUICKSTART, help="the notebook to execute")
+    parser.add_argument("--output", type=Path, default=EXECUTED, help="where to write the executed copy")
+    parser.add_argument("--harness-tour", action="store_true", help="run the kernel-free harness tour instead")
+    args = parser.parse_args(list(argv))
+    if args.harness_tour:
+        return asyncio.run(_tour())
+    return run_notebook(args.notebook, args.output)

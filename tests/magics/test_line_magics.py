@@ -65,7 +65,7 @@ def test_cost_table_by_run_agent_and_model(
     assert rows[("greet", "main", "scripted")].total_tokens == 12
     assert rows[(second, "main", "scripted")].calls == 2
     assert rows[("greet", "main", "scripted")].cost_usd == pytest.approx((10 * 1 + 2 * 2) / 1e6)
-    assert "notebook total: 4 model calls · 75 tokens · $0.000085" in capsys.readouterr().out
+    assert "notebook total: 4 billed model calls · 75 tokens · $0.000085" in capsys.readouterr().out
 
 
 def test_unknown_prices_stay_unknown(shell: InteractiveShell, session: NotebookSession) -> None:

@@ -113,7 +113,8 @@ def _redirect(magics: AgentMagics, session: NotebookSession, args: list[str]) ->
 def _cost(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
     _no_args("cost", args)
     usage, cost = session.context.usage.total(), session.context.costs.total()
-    print(f"notebook total: {cost.calls:,} model calls · {usage.total_tokens:,} tokens · {usd_text(cost.total_usd)}")
+    calls = f"{cost.calls:,} billed model call" + ("" if cost.calls == 1 else "s")
+    print(f"notebook total: {calls} · {usage.total_tokens:,} tokens · {usd_text(cost.total_usd)}")
     return session.cost_frame()
 
 
