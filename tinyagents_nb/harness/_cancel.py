@@ -140,7 +140,17 @@ class CancellationToken:
         loop = asyncio.get_running_loop()
         deadline = anyio.current_time() + timeout_s if timeout_s is not None else math.inf
         with anyio.CancelScope(deadline=deadline) as cancel_scope:
-            unregister = self.on_cancel(lambda _token: loop.call_soon_threadsafe(cancel_scope.cancel))
+            owner = threading.get_ident()
+
+            def cancel_scope_soon(_token: CancellationToken) -> None:
+                # Always via the loop, outside any task (anyio's cancel() formats the current task's
+                # repr, ~80 µs); on the loop's own thread no self-pipe wake-up is needed.
+                if threading.get_ident() == owner:
+                    loop.call_soon(cancel_scope.cancel)
+                else:
+                    loop.call_soon_threadsafe(cancel_scope.cancel)
+
+            unregister = self.on_cancel(cancel_scope_soon)
             try:
                 yield cancel_scope
             finally:
