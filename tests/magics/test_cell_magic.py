@@ -270,3 +270,22 @@ def test_assistant_messages_are_saved_only_for_completed_runs(
     run_ok(shell, "%%agent --model fake\nhello")
     assert texts(session.messages()) == [("UserMessage", "hello"), ("AssistantMessage", "fine")]
     assert isinstance(session.messages()[1], AssistantMessage)
+
+
+def test_background_flag_overrides_a_blocking_default(
+    shell: InteractiveShell, session: NotebookSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import asyncio
+
+    session.register_model("fake", ScriptedModel(["done"]))
+    monkeypatch.setenv("TINYAGENTS_NB_BLOCKING", "1")
+
+    async def in_a_loop() -> None:
+        run_ok(shell, "%%agent --model fake --background\nhi")
+        run = last_run(shell)
+        assert run.mode == "background"
+        assert (await run.wait()).final_text == "done"
+
+    asyncio.run(in_a_loop())
+    with pytest.raises(UsageError, match="cannot be combined"):
+        shell.run_cell_magic("agent", "--model fake --wait --background", "hi")

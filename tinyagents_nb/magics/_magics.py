@@ -159,6 +159,11 @@ class AgentMagics(magic.Magics):
     @_argument("--max-model-calls", type=int, metavar="N", help="cap on model calls for this run")
     @_argument("--timeout", type=float, metavar="S", help="wall-clock budget in seconds")
     @_argument("--wait", action="store_true", help="blocking mode: the cell waits for the run; ■ cancels it")
+    @_argument(
+        "--background",
+        action="store_true",
+        help="run in the background even when blocking is the default (AgentMagics.blocking or the env var)",
+    )
     @_argument("--name", "-n", metavar="VAR", help="also bind the run handle to this variable")
     @_argument("--raw", action="store_true", help="send the cell as is, without {expr} interpolation")
     @_cell_magic("agent")
@@ -204,7 +209,10 @@ class AgentMagics(magic.Magics):
         for old in session.supersede(key):
             print(f"stopped the earlier run {old.label} of this cell before running it again")
         self._bind(run, args.name)
-        blocking = args.wait or self.blocking or os.environ.get(BLOCKING_ENV, "").strip().lower() in _TRUE
+        if args.wait and args.background:
+            raise UsageError("--wait and --background cannot be combined")
+        default = self.blocking or os.environ.get(BLOCKING_ENV, "").strip().lower() in _TRUE
+        blocking = args.wait or (default and not args.background)
         if not blocking and _running_loop() is None:
             print("no running event loop (not a Jupyter kernel): running in blocking mode")
             blocking = True
