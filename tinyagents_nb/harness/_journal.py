@@ -14,18 +14,17 @@ but not a power cut; a line torn by a crash mid-write is skipped on reading.
 from __future__ import annotations
 
 import json
-import math
 import os
 import sqlite3
 import threading
 from collections import deque
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from ._errors import ConfigurationError, StoreError
 from ._observability import AgentObservation, _dumps, _event_dict, _is_int
+from ._stores import open_sqlite
 
 __all__ = ["EventJournal", "InMemoryEventJournal", "SQLiteEventJournal"]
 
@@ -263,32 +262,15 @@ class SQLiteEventJournal(_JournalBase):
         synchronous: Literal["normal", "full"] = "normal",
     ) -> None:
         super().__init__()
-        timeout: object = busy_timeout_s
-        if not isinstance(timeout, int | float) or timeout < 0 or not math.isfinite(timeout):
-            raise ConfigurationError(f"busy_timeout_s must be a finite number >= 0, got {busy_timeout_s!r}")
-        if synchronous not in ("normal", "full"):
-            raise ConfigurationError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
-        self._path = os.fspath(path)
-        if not self._path:
-            raise ConfigurationError("SQLiteEventJournal needs a file path or ':memory:', got ''")
-        conn: sqlite3.Connection | None = None
-        try:
-            if self._path != ":memory:":
-                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            # isolation_level=None: autocommit, so each INSERT is one committed transaction.
-            conn = sqlite3.connect(self._path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            for statement in _SCHEMA:
-                conn.execute(statement)
-        except (OSError, sqlite3.Error) as exc:
-            if conn is not None:
-                conn.close()
-            raise ConfigurationError(
-                f"cannot open SQLite event journal at {self._path!r}: {exc}",
-                hint="check that the directory is writable and the file is a SQLite database",
-            ) from exc
-        self._conn = conn
+        # autocommit: each INSERT is one committed transaction (the kill-9 guarantee)
+        self._path, self._conn = open_sqlite(
+            path,
+            owner="SQLiteEventJournal",
+            what="SQLite event journal",
+            busy_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+            schema=_SCHEMA,
+        )
 
     @property
     def path(self) -> str:

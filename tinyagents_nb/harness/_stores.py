@@ -23,7 +23,7 @@ import sqlite3
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
@@ -321,33 +321,13 @@ class SQLiteStore(_StoreBase):
         synchronous: Literal["normal", "full"] = "normal",
     ) -> None:
         super().__init__()
-        if busy_timeout_s < 0 or not math.isfinite(busy_timeout_s):
-            raise ConfigurationError(f"busy_timeout_s must be a finite number >= 0, got {busy_timeout_s!r}")
-        if synchronous not in ("normal", "full"):
-            raise ConfigurationError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
-        self._path = os.fspath(path)
-        if not self._path:
-            raise ConfigurationError("SQLiteStore needs a file path or ':memory:', got ''")
-        try:
-            if self._path != ":memory:":
-                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            # isolation_level=None: we issue BEGIN IMMEDIATE/COMMIT ourselves, so each write commits.
-            conn = sqlite3.connect(self._path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise self._config_error(exc) from exc
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-            conn.execute(_SCHEMA)
-        except sqlite3.Error as exc:
-            conn.close()
-            raise self._config_error(exc) from exc
-        self._conn = conn
-
-    def _config_error(self, exc: BaseException) -> ConfigurationError:
-        return ConfigurationError(
-            f"cannot open SQLite store at {self._path!r}: {exc}",
-            hint="check that the directory is writable and the file is a SQLite database (or delete it)",
+        self._path, self._conn = open_sqlite(
+            path,
+            owner="SQLiteStore",
+            what="SQLite store",
+            busy_timeout_s=busy_timeout_s,
+            synchronous=synchronous,
+            schema=(_SCHEMA,),
         )
 
     @property
@@ -415,3 +395,58 @@ class SQLiteStore(_StoreBase):
 
     def __repr__(self) -> str:
         return f"SQLiteStore({self._path!r})"
+
+
+def open_sqlite(
+    path: str | os.PathLike[str],
+    *,
+    owner: str,
+    what: str,
+    busy_timeout_s: float,
+    synchronous: Literal["normal", "full"] | None,
+    schema: Sequence[str],
+) -> tuple[str, sqlite3.Connection]:
+    """Open (creating its directory) a WAL-mode SQLite database for one of the harness's durable stores.
+
+    Every store, journal and index that persists to SQLite opens its file the same way: validated
+    arguments, autocommit (``isolation_level=None``: each statement commits, or the caller issues
+    ``BEGIN``), a busy timeout for other connections, WAL, then its schema. Any failure closes the
+    connection and becomes one clear ``ConfigurationError``.
+
+    Args:
+        path: A file path or ``":memory:"``.
+        owner: The class opening it, for the error about an empty path.
+        what: What it is, for the error ("SQLite store").
+        busy_timeout_s: How long to wait for another connection's lock.
+        synchronous: SQLite's durability level, or ``None`` for SQLite's default.
+        schema: Statements run once the database is open (``CREATE ... IF NOT EXISTS``).
+
+    Returns:
+        The path as a string and the open connection.
+    """
+    timeout: object = busy_timeout_s
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < math.inf:
+        raise ConfigurationError(f"busy_timeout_s must be a finite number >= 0, got {busy_timeout_s!r}")
+    if synchronous is not None and synchronous not in ("normal", "full"):
+        raise ConfigurationError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
+    where = os.fspath(path)
+    if not where:
+        raise ConfigurationError(f"{owner} needs a file path or ':memory:', got ''")
+    conn: sqlite3.Connection | None = None
+    try:
+        if where != ":memory:":
+            Path(where).parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(where, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None)
+        conn.execute("PRAGMA journal_mode = WAL")
+        if synchronous is not None:
+            conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+        for statement in schema:
+            conn.execute(statement)
+    except (OSError, sqlite3.Error) as exc:
+        if conn is not None:
+            conn.close()
+        raise ConfigurationError(
+            f"cannot open {what} at {where!r}: {exc}",
+            hint="check that the directory is writable and the file is a SQLite database (or delete it)",
+        ) from exc
+    return where, conn

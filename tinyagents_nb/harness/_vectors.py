@@ -26,12 +26,12 @@ from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import mul
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
 from ._errors import ConfigurationError, StoreError
 from ._json import FrozenJson, freeze_json, freeze_json_object, thaw_json
+from ._stores import open_sqlite
 
 __all__ = [
     "Document",
@@ -355,28 +355,17 @@ class SQLiteVectorStore:
         ns: object = namespace
         if not isinstance(ns, str) or not ns.strip():
             raise ConfigurationError(f"namespace must be a non-empty string, got {namespace!r}")
-        timeout: object = busy_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not 0 <= timeout < math.inf:
-            raise ConfigurationError(f"busy_timeout_s must be a finite number >= 0, got {busy_timeout_s!r}")
-        self._path = os.fspath(path)
         self._namespace = namespace
         self._lock = threading.Lock()
-        if not self._path:
-            raise ConfigurationError("SQLiteVectorStore needs a file path or ':memory:', got ''")
-        conn: sqlite3.Connection | None = None
-        try:
-            if self._path != ":memory:":
-                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self._path, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode = WAL")
-            conn.execute(_SCHEMA)
-        except (OSError, sqlite3.Error) as exc:
-            if conn is not None:
-                conn.close()
-            raise ConfigurationError(
-                f"cannot open SQLite vector store at {self._path!r}: {exc}",
-                hint="check that the directory is writable and the file is a SQLite database",
-            ) from exc
+        path_text, conn = open_sqlite(
+            path,
+            owner="SQLiteVectorStore",
+            what="SQLite vector store",
+            busy_timeout_s=busy_timeout_s,
+            synchronous=None,
+            schema=(_SCHEMA,),
+        )
+        self._path = path_text
         self._conn: sqlite3.Connection | None = conn
 
     @property
