@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, Self, TypeVar
 
 from pydantic import Field
 
-from ._errors import ConfigurationError, ProviderError, TinyAgentsError
+from ._errors import ConfigurationError, ProviderError
 from ._json import freeze_json_object
 from ._messages import RETRIEVED_TAG, UserMessage
-from ._openai import OpenAIChatModel, _httpx
-from ._openai_errors import error_from_payload, malformed
+from ._openai import OpenAIChatModel
+from ._openai_errors import malformed
 from ._providers import ProviderSpec
 from ._retry import RetryPolicy, call_with_retry
 from ._usage import Usage
@@ -333,29 +333,7 @@ class OpenAIEmbeddingModel:
             content = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         except ValueError as exc:  # lone surrogates cannot be encoded as UTF-8
             raise ConfigurationError(f"a text cannot be sent as UTF-8: {exc}") from None
-        httpx = _httpx()
-        error: TinyAgentsError | None = None
-        try:
-            response = await transport._http().post(
-                self._url, content=content, headers=transport._headers.reveal(), timeout=transport._timeout_obj()
-            )
-        except httpx.HTTPError as exc:
-            error = transport._transport_error(exc, interrupted=False)
-        if error is not None:
-            raise error  # raised outside the handler: the httpx error (and its headers) is not chained
-        raw = response.content
-        if response.status_code >= 300:
-            raise transport._status_error(response, raw)
-        data: object = None
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            error = self._malformed("the response body is not JSON")
-        if error is not None:
-            raise error
-        if isinstance(data, dict) and data.get("error") and "data" not in data:
-            secrets = transport._secrets.reveal()
-            raise error_from_payload(data["error"], spec=transport.spec, model=transport.model_name, secrets=secrets)
+        data = await transport._post_json(self._url, content, result_key="data")
         return self._parse(data, len(batch))
 
     def _malformed(self, detail: str) -> ProviderError:

@@ -337,21 +337,17 @@ class OpenAIChatModel:
             error.hint = f"check base_url ({_public_url(self._spec.base_url)}) and the model name"
         return error
 
-    async def invoke(self, request: ModelRequest) -> ModelResponse:
-        """One non-streaming completion.
+    async def _post_json(self, url: str, content: bytes, *, result_key: str) -> object:
+        """POST a JSON body to this host and return the decoded JSON answer (shared by the embeddings client).
 
-        Raises:
-            ProviderError: HTTP, transport or format failure (``retryable`` says whether to retry).
-            ModelNotFound: The host does not know the model.
-            ContextLimitError: The host rejected the request as too long.
+        Transport failures, HTTP errors, a non-JSON body and an ``{"error": ...}`` payload without
+        ``result_key`` all become typed, key-free errors.
         """
-        content = self._payload(request, stream=False)
         httpx = _httpx()
-        client = self._http()
         error: TinyAgentsError | None = None
         try:
-            response = await client.post(
-                self._url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
+            response = await self._http().post(
+                url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
             )
         except httpx.HTTPError as exc:
             error = self._transport_error(exc, interrupted=False)
@@ -367,8 +363,20 @@ class OpenAIChatModel:
             error = malformed(self._spec, self._model, "the response body is not JSON")
         if error is not None:
             raise error
-        if isinstance(data, dict) and data.get("error") and "choices" not in data:
+        if isinstance(data, dict) and data.get("error") and result_key not in data:
             raise error_from_payload(data["error"], spec=self._spec, model=self._model, secrets=self._secrets.reveal())
+        return data
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        """One non-streaming completion.
+
+        Raises:
+            ProviderError: HTTP, transport or format failure (``retryable`` says whether to retry).
+            ModelNotFound: The host does not know the model.
+            ContextLimitError: The host rejected the request as too long.
+        """
+        content = self._payload(request, stream=False)
+        data = await self._post_json(self._url, content, result_key="choices")
         return parse_completion(data, spec=self._spec, model=self._model)
 
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
