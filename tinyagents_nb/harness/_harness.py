@@ -192,15 +192,13 @@ class AgentHarness(Generic[DataT]):
             text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in request.tools)
             self._tool_tokens = self._estimator.counter.count(text) if text else 0
         estimator, tool_tokens = self._estimator, self._tool_tokens or 0
-        if self.pressure is not None:
+        estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+        if self.pressure is not None and not window.fits(estimate):
             relieved = await self.pressure.relieve(
                 ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
             )
-            if len(relieved) != len(request.messages) or any(
-                a is not b for a, b in zip(relieved, request.messages, strict=True)
-            ):
-                request = request.with_messages(tuple(relieved))
-        estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+            request = request.with_messages(tuple(relieved))
+            estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         ctx.context_window = window.with_estimate(estimate)
         return request
 
