@@ -17,6 +17,7 @@ import json
 import os
 import sqlite3
 import threading
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Collection, Iterator
 from dataclasses import dataclass
@@ -101,7 +102,7 @@ class _Query:
         )
 
 
-class _JournalBase:
+class _JournalBase(ABC):
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._closed = False
@@ -142,8 +143,9 @@ class _JournalBase:
         """The ``read_from`` selection as an iterator."""
         return self._iterate(_Query.of(offset, root_run_id, run_id, kinds, None))
 
+    @abstractmethod
     def _read(self, query: _Query) -> list[AgentObservation]:
-        raise NotImplementedError
+        """The selected observations; each backend implements its own query."""
 
     def _iterate(self, query: _Query) -> Iterator[AgentObservation]:
         return iter(self._read(query))
