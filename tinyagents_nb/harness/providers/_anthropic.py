@@ -199,7 +199,11 @@ class AnthropicModel:
         return self._given_client if self._given_client is not None else self._clients.get()
 
     async def aclose(self) -> None:
-        """Close the clients this model created (a supplied ``http_client`` is left open)."""
+        """Close the client this model created for the running loop (a supplied ``http_client`` is left open).
+
+        Call it in every event loop that used the model, before that loop closes; the model stays
+        usable and opens a new client on its next call.
+        """
         await self._clients.aclose()
 
     async def __aenter__(self) -> Self:

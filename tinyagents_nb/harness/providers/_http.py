@@ -76,7 +76,7 @@ class LoopClients:
     """One ``httpx.AsyncClient`` per event loop, created on first use in that loop.
 
     Clients of loops that have been garbage-collected disappear with them (weak keys); ``aclose``
-    closes the calling loop's client and schedules the others' closing on their own loops.
+    closes the calling loop's client.
     """
 
     __slots__ = ("_clients", "_lock", "_timeout", "_timeout_obj", "_verify_tls")
@@ -110,16 +110,18 @@ class LoopClients:
             return client
 
     async def aclose(self) -> None:
-        """Close every client: this loop's now, other running loops' on those loops."""
-        with self._lock:
-            clients = list(self._clients.items())
-            self._clients.clear()
+        """Close the calling loop's client, and forget clients whose loops have stopped.
+
+        Clients of other loops that still run are left alone: they may be mid-request there, and
+        closing belongs to the code running on that loop (call ``aclose`` there too).
+        """
         current = asyncio.get_running_loop()
-        for loop, client in clients:
-            if loop is current:
-                await client.aclose()
-            elif loop.is_running() and not loop.is_closed():
-                asyncio.run_coroutine_threadsafe(client.aclose(), loop)
+        with self._lock:
+            mine = self._clients.pop(current, None)
+            for loop in [loop for loop in self._clients if loop.is_closed()]:
+                del self._clients[loop]
+        if mine is not None:
+            await mine.aclose()
 
     def __len__(self) -> int:
         with self._lock:
