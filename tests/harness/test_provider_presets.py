@@ -54,7 +54,8 @@ async def test_gemini_stream_usage_bills_hidden_thinking(replay_server: ReplaySe
     usage = await stream_usage(model)
     assert (usage.output_tokens, usage.reasoning_tokens) == (74, 62)
     cost, source = CostTracker().price("gemini-2.5-flash", usage, "gemini")
-    assert source == "genai-prices" and cost is not None
+    assert source == "genai-prices"
+    assert cost is not None
     assert cost.output_usd == Decimal(74) * Decimal("2.5") / 1_000_000  # thinking billed at the output rate
     assert replay_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
@@ -68,7 +69,8 @@ def test_gemini_key_falls_back_to_google_api_key(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("GEMINI_API_KEY", "gem-key")
     assert ProviderSpec.gemini().api_key_from_env() == "gem-key"
     model = resolve_model("gemini:gemini-2.5-pro")
-    assert isinstance(model, OpenAIChatModel) and model.provider == "gemini"
+    assert isinstance(model, OpenAIChatModel)
+    assert model.provider == "gemini"
     assert "gem-key" not in repr(model)
 
 
@@ -98,7 +100,8 @@ async def test_azure_deployment_url_api_version_and_api_key_header(replay_server
     assert sent.path == "/openai/deployments/gpt-4o-prod/chat/completions?api-version=2024-10-21"
     assert sent.headers["api-key"] == KEY
     assert "authorization" not in sent.headers
-    assert KEY not in repr(model) and "api_key=<set>" in repr(model)
+    assert KEY not in repr(model)
+    assert "api_key=<set>" in repr(model)
 
 
 async def test_azure_v1_and_dated_endpoint_urls(replay_server: ReplayServer) -> None:

@@ -43,7 +43,6 @@ from tinyagents_nb.harness._model import (
     ModelStreamItem,
     StreamAccumulator,
     StreamBlock,
-    StreamFinish,
     StreamUsage,
     ToolSchema,
 )
@@ -84,7 +83,8 @@ def fold(items: list[ModelStreamItem]) -> Any:
 
 def assert_no_key(*objs: object) -> None:
     for obj in objs:
-        assert KEY not in repr(obj) and KEY not in str(obj)
+        assert KEY not in repr(obj)
+        assert KEY not in str(obj)
 
 
 # ------------------------------------------------------------------------------------------ streaming
@@ -97,14 +97,16 @@ async def test_streamed_text_split_inside_lines_and_utf8_characters(replay_serve
     assert "".join(i.text for i in items if isinstance(i, TextDelta)) == "Grüße aus Tōkyō 🌸 — fin."
     response = fold(items)
     assert response.finish_reason == "stop"
-    assert response.usage.input_tokens == 25 and response.usage.output_tokens == 9
+    assert response.usage.input_tokens == 25
+    assert response.usage.output_tokens == 9
     assert response.model == "claude-sonnet-4-5-20250929"
     sent = replay_server.requests[0]
     assert sent.path == "/v1/messages"
     assert sent.headers["x-api-key"] == KEY
     assert sent.headers["anthropic-version"] == "2023-06-01"
     assert "authorization" not in sent.headers
-    assert sent.body["stream"] is True and sent.body["max_tokens"] == 300
+    assert sent.body["stream"] is True
+    assert sent.body["max_tokens"] == 300
     assert sent.body["messages"] == [
         {"role": "user", "content": [{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}]}
     ]
@@ -171,7 +173,8 @@ async def test_cache_usage_is_read_from_message_start_and_delta(replay_server: R
     (reported,) = [i.usage for i in items if isinstance(i, StreamUsage)]
     assert reported.input_tokens == 12 + 2048 + 4096
     assert reported.cached_input_tokens == 4096
-    assert reported.cache_write_tokens == 2048 and reported.cache_write_1h_tokens == 2048
+    assert reported.cache_write_tokens == 2048
+    assert reported.cache_write_1h_tokens == 2048
     assert reported.output_tokens == 30
 
 
@@ -202,14 +205,16 @@ async def test_a_cut_stream_keeps_the_partial_text_and_is_retryable(replay_serve
     replay_server.enqueue(200, chunks, drop_after=len(chunks) - 4)
     items, error = await drain(make(replay_server), ask())
     assert isinstance(error, ProviderError)
-    assert error.retryable and error.code == "stream_interrupted"
+    assert error.retryable
+    assert error.code == "stream_interrupted"
     assert fold(items).message.text.startswith("The answer")
 
 
 async def test_clean_eof_before_the_stop_reason_is_an_interruption(replay_server: ReplayServer) -> None:
     replay_server.enqueue(200, rechunk([message_start(usage(5, 1)), *text_block(0, ["half"])]), chunked=False)
     items, error = await drain(make(replay_server), ask())
-    assert isinstance(error, ProviderError) and error.code == "stream_interrupted"
+    assert isinstance(error, ProviderError)
+    assert error.code == "stream_interrupted"
     assert fold(items).message.text == "half"
 
 
@@ -222,14 +227,17 @@ async def test_in_stream_overloaded_error_is_retryable_and_typed(replay_server: 
     replay_server.enqueue(200, rechunk(events))
     items, error = await drain(make(replay_server), ask())
     assert isinstance(error, ProviderError)
-    assert error.retryable and error.code == "overloaded_error"
+    assert error.retryable
+    assert error.code == "overloaded_error"
     assert fold(items).message.text == "par"
 
 
 async def test_malformed_event_is_a_retryable_error(replay_server: ReplayServer) -> None:
     replay_server.enqueue(200, [message_start(usage(1, 1)), b"event: content_block_delta\ndata: {not json\n\n"])
     _, error = await drain(make(replay_server), ask())
-    assert isinstance(error, ProviderError) and error.code == "malformed_stream" and error.retryable
+    assert isinstance(error, ProviderError)
+    assert error.code == "malformed_stream"
+    assert error.retryable
 
 
 # ------------------------------------------------------------------------------------------ unary
@@ -279,7 +287,8 @@ async def test_http_errors_are_typed(
     if status == 429:
         assert error.retry_after_s == 7.0
     if status in (401, 403):
-        assert error.hint and "ANTHROPIC_API_KEY" in error.hint
+        assert error.hint
+        assert "ANTHROPIC_API_KEY" in error.hint
     assert_no_key(error, error.args)
 
 
@@ -303,14 +312,17 @@ async def test_unknown_model_is_model_not_found(replay_server: ReplayServer) -> 
 async def test_x_should_retry_header_wins(replay_server: ReplayServer) -> None:
     replay_server.enqueue(500, error_body("api_error", "boom"), headers={"x-should-retry": "false"})
     _, error = await drain(make(replay_server), ask())
-    assert isinstance(error, ProviderError) and not error.retryable
+    assert isinstance(error, ProviderError)
+    assert not error.retryable
 
 
 async def test_transport_failure_never_shows_the_key() -> None:
     model = AnthropicModel("claude-sonnet-4-5", api_key=KEY, base_url="http://127.0.0.1:9/v1", timeout_s=2)
     _, error = await drain(model, ask())
-    assert isinstance(error, ProviderError) and error.retryable
-    assert error.__cause__ is None and error.__context__ is None
+    assert isinstance(error, ProviderError)
+    assert error.retryable
+    assert error.__cause__ is None
+    assert error.__context__ is None
     assert_no_key(error, error.args, model)
 
 
@@ -319,9 +331,11 @@ def test_repr_and_missing_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     with pytest.raises(ConfigurationError) as info:
         AnthropicModel("claude-sonnet-4-5")
-    assert info.value.hint and "ANTHROPIC_API_KEY" in info.value.hint
+    assert info.value.hint
+    assert "ANTHROPIC_API_KEY" in info.value.hint
     model = AnthropicModel("claude-sonnet-4-5", api_key=KEY, thinking_budget=1024, cache_ttl="1h")
-    assert KEY not in repr(model) and KEY not in str(vars(model) if hasattr(model, "__dict__") else "")
+    assert KEY not in repr(model)
+    assert KEY not in str(vars(model) if hasattr(model, "__dict__") else "")
     assert "api_key=<set>" in repr(model)
     for bad in ({"thinking_budget": 100}, {"cache_ttl": "2h"}, {"max_tokens": 0}, {"cache": "yes"}, {"timeout_s": -1}):
         with pytest.raises(ConfigurationError):
@@ -330,10 +344,13 @@ def test_repr_and_missing_key(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_profile_sets_max_tokens_and_structured_output() -> None:
     new = AnthropicModel("claude-sonnet-4-5", api_key=KEY)
-    assert new.profile.structured_output == "native" and new.profile.supports_reasoning
-    assert new.options.max_tokens == 8192 and new.options.native_json
+    assert new.profile.structured_output == "native"
+    assert new.profile.supports_reasoning
+    assert new.options.max_tokens == 8192
+    assert new.options.native_json
     old = AnthropicModel("claude-3-haiku-20240307", api_key=KEY)
-    assert old.profile.structured_output == "tool" and old.options.max_tokens == 4096
+    assert old.profile.structured_output == "tool"
+    assert old.options.max_tokens == 4096
     assert AnthropicModel("claude-sonnet-4-5", api_key=KEY, max_tokens=500).options.max_tokens == 500
 
 
@@ -342,9 +359,11 @@ def test_resolve_model_builds_the_native_adapter_and_compat_stays_reachable(monk
 
     monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
     native = resolve_model("anthropic:claude-sonnet-4-5", cache_ttl="1h")
-    assert isinstance(native, AnthropicModel) and native.options.cache_ttl == "1h"
+    assert isinstance(native, AnthropicModel)
+    assert native.options.cache_ttl == "1h"
     compat = resolve_model("anthropic-compat:claude-sonnet-4-5")
-    assert isinstance(compat, OpenAIChatModel) and compat.provider == "anthropic-compat"
+    assert isinstance(compat, OpenAIChatModel)
+    assert compat.provider == "anthropic-compat"
     assert compat.profile.structured_output == "tool"
 
 

@@ -70,7 +70,8 @@ def assert_no_secret(ctx: RunContext[Any], *objs: object) -> None:
     for _, event in ctx.events.recent():
         assert KEY not in json.dumps(event_to_dict(event), default=str)
     for obj in objs:
-        assert KEY not in repr(obj) and KEY not in str(obj)
+        assert KEY not in repr(obj)
+        assert KEY not in str(obj)
 
 
 async def test_tool_loop_with_thinking_round_trips_the_signed_block(replay_server: ReplayServer) -> None:
@@ -114,7 +115,8 @@ async def test_tool_loop_with_thinking_round_trips_the_signed_block(replay_serve
     # usage and cost: cache writes and reads are inside input and priced by genai-prices
     assert run.usage.input_tokens == 40 + 1500 + 30 + 1500
     assert (run.usage.cache_write_tokens, run.usage.cached_input_tokens) == (1500, 1500)
-    assert run.cost is not None and run.cost.total_usd is not None
+    assert run.cost is not None
+    assert run.cost.total_usd is not None
     # claude-sonnet-4-5: $3 input, $3.75 cache write, $0.30 cache read, $15 output per MTok
     expected = (
         Decimal(70) * 3 + Decimal(1500) * Decimal("3.75") + Decimal(1500) * Decimal("0.3") + Decimal(69) * 15
@@ -147,7 +149,8 @@ async def test_cut_stream_without_retries_keeps_the_partial_text(replay_server: 
     run = await h.invoke_streaming("?", context=ctx).wait()
     assert run.status == "failed"
     partial = run.messages[-1]
-    assert isinstance(partial, AssistantMessage) and partial.tags == ("partial",)
+    assert isinstance(partial, AssistantMessage)
+    assert partial.tags == ("partial",)
     assert partial.text.startswith("The answer")
 
 
@@ -160,7 +163,8 @@ async def test_structured_output_uses_native_json_on_new_models(replay_server: R
     replay_server.enqueue(200, message_body([{"type": "text", "text": '{"city": "Oslo", "celsius": 21}'}]))
     h = harness(replay_server, policy=RunPolicy(retry=FAST, output=Forecast))
     run = await h.invoke("forecast for Oslo")
-    assert run.structured is not None and run.structured.value == Forecast(city="Oslo", celsius=21)
+    assert run.structured is not None
+    assert run.structured.value == Forecast(city="Oslo", celsius=21)
     body = replay_server.requests[0].body
     assert body["output_config"]["format"]["type"] == "json_schema"
     assert set(body["output_config"]["format"]["schema"]["properties"]) == {"city", "celsius"}
@@ -176,7 +180,8 @@ async def test_structured_output_uses_a_forced_tool_on_older_models(replay_serve
     )
     h = harness(replay_server, "claude-3-5-haiku-latest", policy=RunPolicy(retry=FAST, output=Forecast))
     run = await h.invoke("forecast for Rome")
-    assert run.structured is not None and run.structured.value == Forecast(city="Rome", celsius=25)
+    assert run.structured is not None
+    assert run.structured.value == Forecast(city="Rome", celsius=25)
     body = replay_server.requests[0].body
     assert "output_config" not in body
     assert "Forecast" in [t["name"] for t in body["tools"]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from tests.harness.anthropic_samples import message_body, usage
 from tinyagents_nb.harness._messages import (
     AssistantMessage,
     ImageRef,
@@ -26,7 +27,6 @@ from tinyagents_nb.harness.providers._anthropic_wire import (
     parse_message,
     usage_from,
 )
-from tests.harness.anthropic_samples import message_body, usage
 
 OPTS = WireOptions(max_tokens=4096)
 TOOLS = (ToolSchema(name="weather", description="Weather.", parameters={"type": "object"}),)
@@ -71,7 +71,8 @@ def test_system_is_hoisted_and_tool_results_share_one_user_message() -> None:
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     assistant = body["messages"][1]["content"]
     assert [b["type"] for b in assistant] == ["thinking", "text", "tool_use", "tool_use"]
-    assert assistant[0]["thinking"] == "Two cities." and assistant[0]["signature"] == "sig-1"
+    assert assistant[0]["thinking"] == "Two cities."
+    assert assistant[0]["signature"] == "sig-1"
     assert assistant[2]["input"] == {"city": "Oslo"}
     results = body["messages"][2]["content"]
     assert [b["tool_use_id"] for b in results] == ["toolu_a", "toolu_b"]
