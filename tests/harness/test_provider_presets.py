@@ -60,6 +60,14 @@ async def test_gemini_stream_usage_bills_hidden_thinking(replay_server: ReplaySe
     assert replay_server.requests[0].headers["authorization"] == f"Bearer {KEY}"
 
 
+def test_gemini_profile_has_native_schemas_and_thinking() -> None:
+    from tinyagents_nb.harness._profile import profile_for
+
+    assert profile_for("gemini", "gemini-2.5-flash").structured_output == "native"
+    assert profile_for("gemini", "gemini-2.5-flash").supports_reasoning
+    assert not profile_for("gemini", "gemini-2.0-flash").supports_reasoning
+
+
 def test_gemini_key_falls_back_to_google_api_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
     monkeypatch.delenv("GOOGLE_API_KEY", raising=False)

@@ -207,7 +207,7 @@ def normalize_usage(raw: object, *, reasoning_outside_completion: bool = False) 
     cache_write = _count(prompt_details.get("cache_write_tokens"))
     reasoning = _count(_details(raw, "completion_tokens_details").get("reasoning_tokens"))
     total = raw.get("total_tokens")
-    if not reasoning and isinstance(total, int) and total > prompt + completion:
+    if not reasoning and type(total) is int and total > prompt + completion:
         reasoning = total - prompt - completion
         completion = total - prompt
     elif reasoning:

@@ -69,6 +69,7 @@ _CLAUDE_CAPS: Final = (
     (re.compile(r"claude-", re.IGNORECASE), 64000),
 )
 _CLAUDE_NATIVE_JSON: Final = re.compile(r"claude-(?:opus|sonnet|haiku)-(?:4-[5-9]|[5-9])", re.IGNORECASE)
+_GEMINI_THINKING: Final = re.compile(r"gemini-(?:2\.5|[3-9])", re.IGNORECASE)
 _CLAUDE_THINKING: Final = re.compile(r"claude-(?:3-7-|(?:opus|sonnet|haiku)-[4-9])", re.IGNORECASE)
 
 
@@ -120,6 +121,9 @@ def profile_for(provider: str | _Named, model: str) -> ModelProfile:
         native = provider_name == "anthropic"  # the compatibility endpoint ignores response_format and thinking
         structured = "native" if native and native_json else "tool"
         reasoning = native and thinking
+    elif provider_name == "gemini":  # the compatible endpoint honours json_schema response formats
+        structured = "native"
+        reasoning = reasoning or bool(_GEMINI_THINKING.search(model))
     return ModelProfile(
         name=model,
         provider=provider_name,

@@ -352,6 +352,12 @@ def test_profile_sets_max_tokens_and_structured_output() -> None:
     assert old.profile.structured_output == "tool"
     assert old.options.max_tokens == 4096
     assert AnthropicModel("claude-sonnet-4-5", api_key=KEY, max_tokens=500).options.max_tokens == 500
+    # the profile's output cap is what the model sends, so the harness reserves that, not 64,000
+    assert new.profile.max_output_tokens == 8192
+    assert AnthropicModel("claude-sonnet-4-5", api_key=KEY, thinking_budget=16_000).profile.max_output_tokens == 17_024
+    assert (
+        AnthropicModel("claude-3-haiku-20240307", api_key=KEY, thinking_budget=16_000).profile.max_output_tokens == 4096
+    )
 
 
 def test_resolve_model_builds_the_native_adapter_and_compat_stays_reachable(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -62,7 +62,9 @@ class AnthropicModel:
         http_client: An ``httpx.AsyncClient`` to use (and not close); by default one is created per
             event loop and closed by ``aclose()``.
         timeout_s: Network timeout for connect, each read, write and pool wait.
-        profile: Overrides the profile ``profile_for("anthropic", model)`` would guess.
+        profile: Overrides the profile ``profile_for("anthropic", model)`` would guess; the guessed
+            one's ``max_output_tokens`` is the output cap this model sends, so the harness reserves
+            that much of the context window, not the family's far larger ceiling.
         max_tokens: Output cap when a request sets none; default: the model's cap, at most 8192.
         thinking_budget: Enable extended thinking with this many tokens (at least 1024).
         cache: Place prompt-cache breakpoints on the stable prefix.
@@ -133,16 +135,22 @@ class AnthropicModel:
             raise ConfigurationError(f"cache_ttl must be '5m' or '1h', got {cache_ttl!r}")
         self._model = model.strip()
         self._spec = spec
-        self._profile = profile if profile is not None else profile_for(spec, self._model)
-        cap = self._profile.max_output_tokens
+        guessed = profile if profile is not None else profile_for(spec, self._model)
+        cap = guessed.max_output_tokens
         default_max = max_tokens or min(cap or DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS)
         self._options = WireOptions(
             max_tokens=default_max,
             thinking_budget=thinking_budget,
             cache=cache,
             cache_ttl=cache_ttl,
-            native_json=self._profile.structured_output == "native",
+            native_json=guessed.structured_output == "native",
         )
+        if profile is None:
+            # What this model will ask for, not the family's ceiling: the harness reserves this much
+            # of the context window for the answer.
+            sent = max(default_max, thinking_budget + 1024) if thinking_budget else default_max
+            guessed = dataclasses.replace(guessed, max_output_tokens=min(sent, cap) if cap else sent)
+        self._profile = guessed
         extra = dict(extra_headers or {})
         headers = {
             "accept": "application/json",
