@@ -453,7 +453,7 @@ class ModelRegistry:
 
     def _names_hint(self) -> str:
         registered = ", ".join(self.names()) or "none"
-        return f"registered models: {registered}; or use 'provider:model' with one of: {', '.join(_NAMED)}"
+        return f"registered models: {registered}; or use 'provider:model' with one of: {', '.join(_NAMED)}, azure"
 
 
 # ------------------------------------------------------------------------------------------ resolution
@@ -502,7 +502,7 @@ def resolve_model(spec: str | ChatModel, *, registry: ModelRegistry | None = Non
         hint = (
             registry._names_hint()
             if registry is not None
-            else f"use 'provider:model' with one of: {', '.join(_NAMED)}, or register the model by name"
+            else f"use 'provider:model' with one of: {', '.join(_NAMED)}, azure, or register the model by name"
         )
         raise ModelNotFound(spec, hint=hint, detail=detail)
     provider, model = parsed
