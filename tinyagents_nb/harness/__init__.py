@@ -171,6 +171,7 @@ from ._model import (
     ModelStreamItem as ModelStreamItem,
     ResponseFormat as ResponseFormat,
     StreamAccumulator as StreamAccumulator,
+    StreamBlock as StreamBlock,
     StreamFinish as StreamFinish,
     StreamUsage as StreamUsage,
     ToolChoice as ToolChoice,
@@ -354,6 +355,9 @@ from ._window import (
     register_context_window as register_context_window,
     unregister_context_window as unregister_context_window,
 )
+from .providers import (
+    AnthropicModel as AnthropicModel,
+)
 
 __all__ = [
     "AgentCallLatency",
@@ -364,6 +368,7 @@ __all__ = [
     "AgentObservation",
     "AgentRun",
     "AgentStream",
+    "AnthropicModel",
     "AssistantMessage",
     "COMPACTED_TAG",
     "CacheHit",
@@ -528,6 +533,7 @@ __all__ = [
     "StoreRegistry",
     "StoreResponseCache",
     "StreamAccumulator",
+    "StreamBlock",
     "StreamFinish",
     "StreamUsage",
     "StructuredOutput",

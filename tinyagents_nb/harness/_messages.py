@@ -74,10 +74,16 @@ class ImageRef:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ThinkingBlock:
-    """Model reasoning; ``signature`` is the provider's opaque token for replaying it."""
+    """Model reasoning; ``signature`` is the provider's opaque token for replaying it.
+
+    Anthropic requires signed thinking blocks to be sent back unchanged with the turn that made
+    them, so adapters keep them in ``AssistantMessage.blocks``. A ``redacted`` block has no
+    readable text: ``signature`` then holds the provider's encrypted payload.
+    """
 
     text: str
     signature: str | None = None
+    redacted: bool = False
     type: Literal["thinking"] = "thinking"
 
 

@@ -167,14 +167,14 @@ class OpenAIChatModel:
         headers = {"Accept": "application/json", "Content-Type": "application/json", **spec.default_headers, **extra}
         secrets = [value for value in extra.values() if value]
         if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
+            headers.update(spec.auth_headers(key))
             secrets.append(key)
         password = urllib.parse.urlsplit(spec.base_url).password
         if password:
             secrets.append(password)
         self._model = model.strip()
         self._spec = spec
-        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        self._url = spec.endpoint("chat/completions")
         self._headers = _Sealed(headers)
         self._secrets = _Sealed(tuple(secrets))
         self._timeout_s = float(timeout_s)
@@ -230,7 +230,7 @@ class OpenAIChatModel:
         return self._profile
 
     def __repr__(self) -> str:
-        keyed = "set" if "Authorization" in self._headers.reveal() else "none"
+        keyed = "set" if (self._spec.api_key_header or "Authorization") in self._headers.reveal() else "none"
         return (
             f"OpenAIChatModel(model={self._model!r}, provider={self._spec.name!r}, "
             f"base_url={_public_url(self._spec.base_url)!r}, api_key=<{keyed}>)"

@@ -195,6 +195,8 @@ def normalize_usage(raw: object, *, reasoning_outside_completion: bool = False) 
     Handles DeepSeek's ``prompt_cache_hit_tokens``, OpenRouter's ``cache_write_tokens`` and reasoning
     counted outside ``completion_tokens`` (xAI): ``total_tokens`` decides when present, the
     provider's flag otherwise, and reasoning larger than the completion is outside by definition.
+    A ``total_tokens`` above prompt plus completion with no reasoning count is hidden thinking
+    (Gemini's compatible endpoint): the difference is counted, and billed, as reasoning output.
     """
     if not isinstance(raw, Mapping):
         return Usage()
@@ -204,8 +206,11 @@ def normalize_usage(raw: object, *, reasoning_outside_completion: bool = False) 
     cached = _count(prompt_details.get("cached_tokens")) or _count(raw.get("prompt_cache_hit_tokens"))
     cache_write = _count(prompt_details.get("cache_write_tokens"))
     reasoning = _count(_details(raw, "completion_tokens_details").get("reasoning_tokens"))
-    if reasoning:
-        total = raw.get("total_tokens")
+    total = raw.get("total_tokens")
+    if not reasoning and type(total) is int and total > prompt + completion:
+        reasoning = total - prompt - completion
+        completion = total - prompt
+    elif reasoning:
         if isinstance(total, int) and total == prompt + completion + reasoning:
             outside = True
         elif isinstance(total, int) and total == prompt + completion:
@@ -346,6 +351,9 @@ class ChunkParser:
         if isinstance(served, str) and served:
             self.model = served
         usage = chunk.get("usage")
+        if not isinstance(usage, dict):  # older Groq responses carry usage only under x_groq
+            groq = chunk.get("x_groq")
+            usage = groq.get("usage") if isinstance(groq, dict) else None
         if isinstance(usage, dict):
             self.usage = normalize_usage(usage, reasoning_outside_completion=self.spec.reasoning_outside_completion)
         for choice in chunk.get("choices") or ():
