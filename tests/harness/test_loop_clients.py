@@ -59,8 +59,7 @@ def test_aclose_closes_only_the_calling_loops_client() -> None:
         async def hold() -> None:
             seen["other"] = await clients.get()
             other_ready.set()
-            while not release.is_set():
-                await asyncio.sleep(0.005)
+            await asyncio.to_thread(release.wait, 10)
             seen["other_after"] = await clients.get()
 
         asyncio.run(hold())

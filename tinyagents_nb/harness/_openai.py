@@ -164,6 +164,11 @@ class OpenAIChatModel:
         extra = dict(extra_headers or {})
         headers = {"Accept": "application/json", "Content-Type": "application/json", **spec.default_headers, **extra}
         secrets = [value for value in extra.values() if value]
+        # "Token abc..." / "Basic abc...": a host may echo only the credential part of the value.
+        for value in list(secrets):
+            credential = value.split()[-1] if value.split() else value
+            if credential != value and len(credential) >= 8:
+                secrets.append(credential)
         if key is not None:
             headers["Authorization"] = f"Bearer {key}"
             secrets.append(key)
@@ -396,6 +401,7 @@ class OpenAIChatModel:
                     if not parser.done:
                         for item in parser.feed(decoder.close()):
                             yield item
+                    error = parser.error  # raised after the deltas that arrived with it
         except httpx.HTTPError as exc:
             error = self._transport_error(exc, interrupted=receiving and not parser.saw_finish)
             if receiving and parser.saw_finish:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._errors import TinyAgentsError
 from ._messages import (
     AssistantMessage,
     ImageRef,
@@ -294,7 +295,18 @@ class ChunkParser:
     ``id`` starts a new call (Ollama-compatible servers send every parallel call as index 0).
     """
 
-    __slots__ = ("_next", "_slots", "done", "finish_reason", "model", "saw_finish", "secrets", "spec", "usage")
+    __slots__ = (
+        "_next",
+        "_slots",
+        "done",
+        "error",
+        "finish_reason",
+        "model",
+        "saw_finish",
+        "secrets",
+        "spec",
+        "usage",
+    )
 
     def __init__(self, *, spec: ProviderSpec, model: str, secrets: Sequence[str] = ()) -> None:
         self.spec = spec
@@ -303,12 +315,18 @@ class ChunkParser:
         self.finish_reason: str | None = None
         self.saw_finish = False
         self.done = False
+        self.error: TinyAgentsError | None = None
         self.usage: Usage | None = None
         self._slots: dict[int, tuple[str | None, int]] = {}
         self._next = 0
 
     def feed(self, events: Iterable[SSEEvent]) -> list[ModelStreamItem]:
-        """Items for these events; sets ``done`` at ``[DONE]`` (later events are ignored)."""
+        """Items for these events; sets ``done`` at ``[DONE]`` (later events are ignored).
+
+        An error event or a malformed chunk sets ``error`` and ``done`` instead of raising, so the
+        items of the events before it in the same network read are still returned (a stream keeps
+        what arrived); the caller raises ``error`` after yielding them.
+        """
         items: list[ModelStreamItem] = []
         for event in events:
             if self.done:
@@ -322,15 +340,23 @@ class ChunkParser:
             try:
                 chunk = json.loads(data)
             except ValueError:
-                raise malformed(
-                    self.spec, self.model, "malformed stream chunk (not JSON)", code="malformed_stream"
-                ) from None
+                chunk = None
             if not isinstance(chunk, dict):
-                raise malformed(
-                    self.spec, self.model, "malformed stream chunk (not an object)", code="malformed_stream"
+                shape = "not JSON" if chunk is None and data != "null" else "not an object"
+                self._fail(
+                    malformed(self.spec, self.model, f"malformed stream chunk ({shape})", code="malformed_stream")
                 )
+                break
+            error = chunk.get("error")
+            if error:
+                self._fail(error_from_payload(error, spec=self.spec, model=self.model, secrets=self.secrets))
+                break
             self._chunk(chunk, items)
         return items
+
+    def _fail(self, error: TinyAgentsError) -> None:
+        self.error = error
+        self.done = True
 
     def finish(self) -> list[ModelStreamItem]:
         """The closing items: the usage (when the stream reported it), then ``StreamFinish``."""
@@ -339,9 +365,6 @@ class ChunkParser:
         return tail
 
     def _chunk(self, chunk: dict[str, Any], items: list[ModelStreamItem]) -> None:
-        error = chunk.get("error")
-        if error:
-            raise error_from_payload(error, spec=self.spec, model=self.model, secrets=self.secrets)
         served = chunk.get("model")
         if isinstance(served, str) and served:
             self.model = served
