@@ -141,7 +141,9 @@ def build_body(
 ) -> dict[str, Any]:
     """The request JSON; ``tools`` lets the caller pass a cached ``tools_payload``.
 
-    ``request.settings`` is merged last, so any field can be overridden or added.
+    The provider's ``omit_fields`` are removed from the defaults, then ``request.settings`` is
+    merged last, so any field can be overridden or added, and a setting of ``None`` removes the
+    field (a default such as ``stream_options`` included) instead of sending ``null``.
     """
     body: dict[str, Any] = {
         "model": model,
@@ -169,8 +171,13 @@ def build_body(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    if request.settings:
-        body.update(request.settings)
+    for name in spec.omit_fields:
+        body.pop(name, None)
+    for name, value in request.settings.items():
+        if value is None:
+            body.pop(name, None)
+        else:
+            body[name] = value
     return body
 
 
@@ -228,12 +235,42 @@ def normalize_usage(raw: object, *, reasoning_outside_completion: bool = False) 
 
 # ------------------------------------------------------------------------------------------ responses
 def _text_of(content: object) -> str:
+    return _content_parts(content)[0]
+
+
+def _content_parts(content: object) -> tuple[str, str]:
+    """``(text, reasoning)`` of a ``content`` value: a string, or a list of typed parts.
+
+    Mistral's reasoning models (Magistral) answer with ``[{"type": "thinking", "thinking":
+    [{"type": "text", "text": ...}]}, {"type": "text", "text": ...}]``, in whole messages and in
+    stream deltas alike; ``reasoning`` parts are read the same way.
+    """
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # some hosts answer with content parts
-        return "".join(
-            str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
-        )
+        return content, ""
+    if not isinstance(content, list):
+        return "", ""
+    text: list[str] = []
+    thought: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            text.append(part)
+        elif isinstance(part, Mapping):
+            kind = part.get("type")
+            if kind == "text":
+                text.append(_flat_text(part.get("text")))
+            elif kind in ("thinking", "reasoning"):
+                thought.append(_flat_text(part.get(kind, part.get("text"))))
+    return "".join(text), "".join(thought)
+
+
+def _flat_text(value: object) -> str:
+    """The text of a part's value: a string, a ``{"text": ...}`` part, or a list of either."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return _flat_text(value.get("text"))
+    if isinstance(value, list):
+        return "".join(_flat_text(item) for item in value)
     return ""
 
 
@@ -276,11 +313,12 @@ def parse_completion(data: object, *, spec: ProviderSpec, model: str) -> ModelRe
                 arguments=_arguments_text(function.get("arguments")),
             )
         )
-    text = _text_of(message.get("content")) or _text_of(message.get("refusal"))
+    text, thought = _content_parts(message.get("content"))
+    text = text or _text_of(message.get("refusal"))
     served = data.get("model")
     finish = choice.get("finish_reason")
     return ModelResponse(
-        message=AssistantMessage(text=text, tool_calls=calls, reasoning=_reasoning_of(message)),
+        message=AssistantMessage(text=text, tool_calls=calls, reasoning=_reasoning_of(message) or thought or None),
         usage=normalize_usage(data.get("usage"), reasoning_outside_completion=spec.reasoning_outside_completion),
         finish_reason=finish if isinstance(finish, str) else None,
         model=served if isinstance(served, str) and served else model,
@@ -389,6 +427,10 @@ class ChunkParser:
             items.append(ThinkingDelta(text=reasoning))
         for key in ("content", "refusal"):
             text = delta.get(key)
+            if isinstance(text, list):  # content parts (Magistral's thinking, then text)
+                text, thought = _content_parts(text)
+                if thought:
+                    items.append(ThinkingDelta(text=thought))
             if isinstance(text, str) and text:
                 items.append(TextDelta(text=text))
         for raw in delta.get("tool_calls") or ():

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -75,6 +75,9 @@ class ProviderSpec:
         send_prompt_cache_key: Send a digest of the request's ``thread_id`` as ``prompt_cache_key``
             (OpenAI routes requests sharing a key to the same prompt cache).
         send_message_names: Whether ``messages[].name`` may be sent (Groq rejects it with a 400).
+        omit_fields: Body fields the adapter would send by default but the host rejects (Mistral
+            answers ``stream_options`` with a 422); removed from every request body. A request's
+            ``settings`` may still set them explicitly.
     """
 
     name: str
@@ -86,6 +89,7 @@ class ProviderSpec:
     reasoning_outside_completion: bool = False
     send_prompt_cache_key: bool = False
     send_message_names: bool = True
+    omit_fields: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         name: object = self.name
@@ -105,6 +109,11 @@ class ProviderSpec:
                 f"max_tokens_field must be 'max_tokens' or 'max_completion_tokens', got {self.max_tokens_field!r}"
             )
         object.__setattr__(self, "default_headers", _frozen_headers(self.default_headers))
+        omitted: object = self.omit_fields
+        names = frozenset(omitted) if isinstance(omitted, Iterable) and not isinstance(omitted, str) else None
+        if names is None or not all(_nonblank(name) for name in names):
+            raise ConfigurationError(f"omit_fields must be a set of field names, got {self.omit_fields!r}")
+        object.__setattr__(self, "omit_fields", names)
 
     # ----------------------------------------------------------------------------------- keys
     def api_key_from_env(self) -> str | None:
@@ -180,8 +189,13 @@ class ProviderSpec:
 
     @classmethod
     def mistral(cls) -> ProviderSpec:
-        """Mistral's OpenAI-compatible chat endpoint."""
-        return cls(name="mistral", base_url="https://api.mistral.ai/v1", api_key_env="MISTRAL_API_KEY")
+        """Mistral's chat endpoint (rejects ``stream_options``; its streams report usage anyway)."""
+        return cls(
+            name="mistral",
+            base_url="https://api.mistral.ai/v1",
+            api_key_env="MISTRAL_API_KEY",
+            omit_fields=frozenset({"stream_options"}),
+        )
 
     @classmethod
     def ollama(cls) -> ProviderSpec:
