@@ -68,9 +68,17 @@ DEFAULT_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
 A pattern with a ``secret`` group has only that group replaced (``"Bearer [REDACTED]"``)."""
 
 # Every default pattern needs one of these substrings, so text without any skips the patterns (the common case).
-_DEFAULT_TRIGGERS: Final = re.compile(
-    r"(?i)sk-|akia|asia|aiza|xai-|gsk_|gh[opsu]_|github_pat|glpat|hf_|xox|bearer|authoriz|key|token|secret|passw"
-)
+_DEFAULT_TRIGGERS: Final = (
+    "sk-", "akia", "asia", "aiza", "xai-", "gsk_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat", "glpat", "hf_",
+    "xox", "bearer", "authoriz", "key", "token", "secret", "passw",
+)  # fmt: skip
+
+
+def _triggered(text: str) -> bool:
+    """Whether ``text`` has one of the substrings some default pattern needs (``in`` tests beat one regex here)."""
+    lowered = text.lower()
+    return any(word in lowered for word in _DEFAULT_TRIGGERS)
+
 
 DEFAULT_SENSITIVE_KEYS: Final[re.Pattern[str]] = re.compile(
     rf"(?i)^(?:.*[_-])?(?:{_KEY_NAMES}|token|secret|authorization|proxy-authorization|cookie|set-cookie)$"
@@ -200,7 +208,7 @@ class RedactingSink:
         self._secrets = re.compile(literal, re.IGNORECASE) if literal else None
         self._lowered = tuple(ordered)
         self._patterns = tuple(patterns)
-        self._triggers = _DEFAULT_TRIGGERS if self._patterns == DEFAULT_PATTERNS else None
+        self._default_patterns = self._patterns == DEFAULT_PATTERNS
         self._fields: dict[type, tuple[tuple[str, bool], ...]] = {}
         self._keys = sensitive_keys
         self._replacement = replacement
@@ -218,7 +226,7 @@ class RedactingSink:
         out = text
         if self._secrets is not None:
             out = self._secrets.sub(self._replacement, out)
-        if self._triggers is None or self._triggers.search(out) is not None:
+        if not self._default_patterns or _triggered(out):
             for pattern in self._patterns:
                 out = pattern.sub(self._replace, out)
         return text if out == text else out
@@ -288,7 +296,7 @@ class RedactingSink:
     def _spans(self, text: str) -> list[tuple[int, int]]:
         """Where ``scrub_text`` would replace something in ``text``, as merged ranges."""
         found = [m.span() for m in self._secrets.finditer(text)] if self._secrets is not None else []
-        if self._triggers is None or self._triggers.search(text) is not None:
+        if not self._default_patterns or _triggered(text):
             for pattern in self._patterns:
                 grouped = "secret" in pattern.groupindex
                 for m in pattern.finditer(text):
@@ -307,10 +315,10 @@ class RedactingSink:
         return len(text) - best if best else None
 
     def _rebuilt(self, event: ModelDelta, text: str) -> AgentEvent:
+        if text == delta_text(event.delta):  # nothing to redact across deltas: scrub it as any event
+            return self.redact(event)
         blank = dataclasses.replace(event, delta=with_text(event.delta, ""))
         base = self.redact(blank)  # every other field, scrubbed as usual
-        if base is blank and text == delta_text(event.delta):
-            return event
         assert isinstance(base, ModelDelta)
         return dataclasses.replace(base, delta=with_text(base.delta, text))
 
