@@ -268,3 +268,15 @@ async def test_a_chat_completion_still_parses_after_these_changes(replay_server:
     response = await model.invoke(ModelRequest(messages=[UserMessage(text="hi")]))
     await model.aclose()
     assert response.message.text == "fine"
+
+
+async def test_a_json_escaped_key_in_a_body_without_message_is_scrubbed(replay_server: ReplayServer) -> None:
+    escaped = "".join(f"\\u{ord(ch):04x}" for ch in KEY)  # the key spelled with JSON escapes only
+    replay_server.enqueue(500, '{"error": {"code": "' + escaped + '"}}')
+    model = _model(replay_server)
+    with pytest.raises(ProviderError) as info:
+        await model.invoke(ModelRequest(messages=[UserMessage(text="hi")]))
+    await model.aclose()
+    text = str(info.value).lower()
+    assert KEY.lower() not in text
+    assert "\\u0074\\u006b" not in text

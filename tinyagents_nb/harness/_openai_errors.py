@@ -235,14 +235,16 @@ def error_from_status(
     secrets: Sequence[str] = (),
 ) -> TinyAgentsError:
     """The typed error for an HTTP error response (status, body and retry headers)."""
-    text = _scrub_full(body.decode("utf-8", "replace"), tuple(secrets))
+    text = _scrub_full(body.decode("utf-8", "replace"), tuple(secrets)).strip()
     try:
         payload: object = scrub_value(json.loads(text), secrets)
     except ValueError:
-        payload = text.strip()
+        payload = text
+    else:  # the decoded, scrubbed JSON, not the raw text (whose escapes could hide a secret)
+        text = json.dumps(payload, ensure_ascii=False)
     fields = _error_fields(payload)
     code, kind = fields.code, fields.kind
-    message = scrub(fields.message or text.strip() or "no error message", secrets)
+    message = scrub(fields.message or text or "no error message", secrets)
     lowered = message.lower()
     if status == 404 and (
         code == "model_not_found" or model.lower() in lowered or ("model" in lowered and "not" in lowered)
