@@ -11,6 +11,8 @@ import warnings
 from typing import Any
 
 from tests.harness.replay_server import ReplayServer, chat_completion, sse_text_chunks, usage_body
+from tinyagents_nb.harness._context import RunContext
+from tinyagents_nb.harness._events import AgentEvent, ModelDelta
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._loop_clients import PerLoopClients
 from tinyagents_nb.harness._messages import TextDelta, UserMessage
@@ -127,19 +129,19 @@ def test_a_stream_in_one_thread_survives_run_sync_in_another(replay_server: Repl
     model = _model(replay_server)
     harness: AgentHarness[None] = AgentHarness(model=model, policy=RunPolicy(retry=RetryPolicy(max_attempts=1)))
     streamed: list[str] = []
-    failure: list[BaseException] = []
+    runs: list[AgentRun] = []
 
-    def stream_thread() -> None:
-        async def consume() -> None:
-            request = ModelRequest(messages=[UserMessage(text="long answer please")])
-            async for item in model.stream(request):
-                if isinstance(item, TextDelta):
-                    streamed.append(item.text)
+    def on_event(offset: int, event: AgentEvent) -> None:
+        if isinstance(event, ModelDelta) and isinstance(event.delta, TextDelta):
+            streamed.append(event.delta.text)
 
-        try:
-            asyncio.run(consume())
-        except BaseException as exc:  # reported below
-            failure.append(exc)
+    def stream_thread() -> None:  # a streaming harness run on this thread's own loop
+        async def consume() -> AgentRun:
+            ctx: RunContext[None] = RunContext()
+            ctx.events.add_listener(on_event)
+            return (await harness.invoke_with_status(ctx, "long answer please", streaming=True))[0]
+
+        runs.append(asyncio.run(consume()))
 
     thread = threading.Thread(target=stream_thread)
     thread.start()
@@ -151,7 +153,7 @@ def test_a_stream_in_one_thread_survives_run_sync_in_another(replay_server: Repl
         replay_server.enqueue(200, chat_completion(f"quick {n}"))
         assert _text(harness.run_sync("quick question")) == f"quick {n}"
     thread.join(20)
-    assert not failure, failure
+    assert _text(runs[0]) == "".join(pieces)
     assert "".join(streamed) == "".join(pieces)
     assert len(replay_server.requests) == 4
 
