@@ -17,7 +17,7 @@ import os
 import re
 import threading
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
@@ -84,6 +84,9 @@ class ProviderSpec:
         api_key_header: Send the key in this header as is (Azure's ``api-key``) instead of
             ``Authorization: Bearer <key>``.
         query: Query parameters for every request (Azure's ``api-version``).
+        omit_fields: Body fields the adapter would send by default but the host rejects (Mistral
+            answers ``stream_options`` with a 422); removed from every request body. A request's
+            ``settings`` may still set them explicitly.
     """
 
     name: str
@@ -98,6 +101,7 @@ class ProviderSpec:
     alt_key_envs: tuple[str, ...] = ()
     api_key_header: str | None = None
     query: Mapping[str, str] = field(default_factory=_frozen_headers, hash=False)
+    omit_fields: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         name: object = self.name
@@ -119,6 +123,11 @@ class ProviderSpec:
         object.__setattr__(self, "default_headers", _frozen_headers(self.default_headers))
         object.__setattr__(self, "query", _frozen_headers(self.query))
         object.__setattr__(self, "alt_key_envs", tuple(self.alt_key_envs))
+        omitted: object = self.omit_fields
+        names = frozenset(omitted) if isinstance(omitted, Iterable) and not isinstance(omitted, str) else None
+        if names is None or not all(_nonblank(name) for name in names):
+            raise ConfigurationError(f"omit_fields must be a set of field names, got {self.omit_fields!r}")
+        object.__setattr__(self, "omit_fields", names)
 
     # ----------------------------------------------------------------------------------- keys
     def api_key_from_env(self) -> str | None:
@@ -254,8 +263,13 @@ class ProviderSpec:
 
     @classmethod
     def mistral(cls) -> ProviderSpec:
-        """Mistral's OpenAI-compatible chat endpoint."""
-        return cls(name="mistral", base_url="https://api.mistral.ai/v1", api_key_env="MISTRAL_API_KEY")
+        """Mistral's chat endpoint (rejects ``stream_options``; its streams report usage anyway)."""
+        return cls(
+            name="mistral",
+            base_url="https://api.mistral.ai/v1",
+            api_key_env="MISTRAL_API_KEY",
+            omit_fields=frozenset({"stream_options"}),
+        )
 
     @classmethod
     def ollama(cls) -> ProviderSpec:
