@@ -26,6 +26,7 @@ from ._errors import (
     ToolArgumentsError,
     ToolError,
     UnknownToolError,
+    describe_error,
 )
 from ._events import (
     CacheHit,
@@ -432,11 +433,10 @@ class RunLoop:
         except (Cancelled, LimitExceeded):
             raise
         except Exception as exc:
+            failure = f"tool `{call.name}` failed: {describe_error(exc)}"
             if policy.tool_errors == "fail":
-                raise ToolError(
-                    f"tool `{call.name}` failed: {type(exc).__name__}: {exc}", tool_name=call.name, call_id=call.id
-                ) from exc
-            return ToolResult.error(f"tool `{call.name}` failed: {type(exc).__name__}: {exc}")
+                raise ToolError(failure, tool_name=call.name, call_id=call.id) from exc
+            return ToolResult.error(failure)
         # only reached when the time budget cancelled the call
         assert scope.cancelled_caught
         if tool_timeout is None or (run_remaining is not None and run_remaining <= tool_timeout):
@@ -489,7 +489,7 @@ class RunLoop:
         self.status.active_model_call = None
         self.status.ended_at = self.clock.time()
         if error is not None:
-            self.status.error = f"{type(error).__name__}: {error}"
+            self.status.error = describe_error(error)
 
     async def _finish_cancelled(self, exc: Cancelled) -> AgentRun:
         self._keep_partial()
@@ -546,5 +546,5 @@ def _last_user_text(messages: Sequence[Message]) -> str:
 def _error_text(error: BaseException | None) -> str:
     if error is None:
         return ""
-    text = str(error) if isinstance(error, TinyAgentsError) else f"{type(error).__name__}: {error}"
+    text = str(error) if isinstance(error, TinyAgentsError) else describe_error(error)
     return _preview(text)

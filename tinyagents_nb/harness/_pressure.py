@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
-from ._errors import ConfigurationError, ContextLimitError
+from ._errors import ConfigurationError, ContextLimitError, describe_error
 from ._events import ContextPressure
 from ._messages import (
     RETRIEVED_TAG,
@@ -371,7 +371,7 @@ class ContextPressureChain:
             except Exception as exc:  # e.g. a summarizer model outage: later policies may still save the run
                 error = exc
                 ctx.emit(ContextPressure, action=policy.name, tokens_before=tokens, tokens_after=tokens,
-                         limit_tokens=limit, detail=f"failed: {type(exc).__name__}: {exc}")  # fmt: skip
+                         limit_tokens=limit, detail=f"failed: {describe_error(exc)}")  # fmt: skip
                 continue
             if _same(result.messages, current):
                 continue

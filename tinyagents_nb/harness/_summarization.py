@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from ._errors import Cancelled, ConfigurationError, LimitExceeded, ProviderError
+from ._errors import Cancelled, ConfigurationError, LimitExceeded, ProviderError, describe_error
 from ._events import ContextPressure
 from ._messages import RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._middleware import Middleware
@@ -525,7 +525,7 @@ class SummarizationMiddleware(Middleware):
         except Exception as exc:
             if self.on_failure == "abort":
                 raise
-            detail = f"summarizer failed: {type(exc).__name__}: {exc}"
+            detail = f"summarizer failed: {describe_error(exc)}"
             if self.on_failure == "pass_through":
                 ctx.emit(ContextPressure, action="summarize", tokens_before=before, tokens_after=before,
                          limit_tokens=policy.trigger_budget, detail=detail)  # fmt: skip
