@@ -18,7 +18,7 @@ from ._limits import RunLimits
 from ._loop import RunLoop
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._middleware import Middleware, MiddlewareStack
-from ._model import ChatModel, ModelRequest
+from ._model import ChatModel, ModelRequest, ToolSchema
 from ._pressure import ContextPressureChain
 from ._profile import ModelProfile
 from ._providers import resolve_model
@@ -43,6 +43,7 @@ AgentInput: TypeAlias = str | Message | Sequence[Message]
 
 ErrorPolicy = Literal["return_error", "fail"]
 _TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
+_TOOL_TOKEN_SETS = 16  # distinct tool sets whose schema token count is remembered
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -155,7 +156,8 @@ class AgentHarness(Generic[DataT]):
             (ContextPressureChain() if pressure == "default" else pressure) if self.context_window is not None else None
         )
         self._estimator: TokenEstimator | None = None
-        self._tool_tokens: int | None = None
+        # tool-schema token counts by the identity of the schemas sent (kept alive, so ids stay unique)
+        self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
 
     def _window(self, window: ContextWindow | int | None) -> ContextWindow | None:
         if isinstance(window, ContextWindow):
@@ -189,9 +191,8 @@ class AgentHarness(Generic[DataT]):
             return request
         if self._estimator is None:
             self._estimator = TokenEstimator.for_model(self.model.model_name)
-            text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in request.tools)
-            self._tool_tokens = self._estimator.counter.count(text) if text else 0
-        estimator, tool_tokens = self._estimator, self._tool_tokens or 0
+        estimator = self._estimator
+        tool_tokens = self._schema_tokens(estimator, tuple(request.tools))
         estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         if self.pressure is not None and not window.fits(estimate):
             relieved = await self.pressure.relieve(
@@ -201,6 +202,25 @@ class AgentHarness(Generic[DataT]):
             estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         ctx.context_window = window.with_estimate(estimate)
         return request
+
+    def _schema_tokens(self, estimator: TokenEstimator, tools: tuple[ToolSchema, ...]) -> int:
+        """Tokens the tool schemas cost, counted once per distinct tool set.
+
+        The set can change between calls (tools registered or removed, the structured-output tool
+        added, a middleware narrowing the tools), so the count is keyed by the schemas' identity:
+        the registry hands out the same schema objects until it changes, which keeps a hit to one
+        tuple of ``id``s and one dict lookup.
+        """
+        key = tuple(map(id, tools))
+        hit = self._tool_tokens.get(key)
+        if hit is not None:
+            return hit[1]
+        text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in tools)
+        tokens = estimator.counter.count(text) if text else 0
+        if len(self._tool_tokens) >= _TOOL_TOKEN_SETS:
+            self._tool_tokens.pop(next(iter(self._tool_tokens)))  # oldest first
+        self._tool_tokens[key] = (tools, tokens)
+        return tokens
 
     # ---------------------------------------------------------------------------- entry points
     def _messages(self, input: AgentInput) -> list[Message]:
