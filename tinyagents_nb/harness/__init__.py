@@ -274,6 +274,7 @@ from ._steering import (
     SteeringHandle as SteeringHandle,
     SteeringKind as SteeringKind,
     SteeringPolicy as SteeringPolicy,
+    SteeringReceipt as SteeringReceipt,
     steering_from_dict as steering_from_dict,
     steering_to_dict as steering_to_dict,
 )
@@ -522,6 +523,7 @@ __all__ = [
     "SteeringHandle",
     "SteeringKind",
     "SteeringPolicy",
+    "SteeringReceipt",
     "Store",
     "StoreChatHistory",
     "StoreError",

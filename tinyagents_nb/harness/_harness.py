@@ -26,7 +26,7 @@ from ._response_cache import ResponseCache
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
 from ._sink import EventSubscription
-from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand
+from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand, SteeringReceipt
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tokens import TokenEstimator
 from ._tool_registry import ToolRegistry
@@ -368,8 +368,11 @@ class AgentStream(AsyncIterator[AgentEvent]):
         """Request cooperative cancellation (thread-safe)."""
         self.context.cancellation.cancel(reason)
 
-    def steer(self, command: SteeringCommand | str) -> None:
+    def steer(self, command: SteeringCommand | str) -> SteeringReceipt:
         """Send a steering command (a string is an injected user message); thread-safe.
+
+        Returns:
+            The receipt the run resolves at its next checkpoint (applied, or rejected with why).
 
         Raises:
             SteeringError: The run was started without a ``SteeringHandle`` on its context.
@@ -380,17 +383,17 @@ class AgentStream(AsyncIterator[AgentEvent]):
                 "this run accepts no steering",
                 hint="start it with a context that has a SteeringHandle (RunContext.with_steering)",
             )
-        handle.send(InjectMessage(message=UserMessage(text=command)) if isinstance(command, str) else command)
+        return handle.send(InjectMessage(message=UserMessage(text=command)) if isinstance(command, str) else command)
 
-    def pause(self, reason: str | None = None) -> None:
+    def pause(self, reason: str | None = None) -> SteeringReceipt:
         """Hold the run at its next checkpoint (before its next model call)."""
-        self.steer(Pause(reason=reason))
+        return self.steer(Pause(reason=reason))
 
-    def resume(self) -> None:
-        self.steer(Resume())
+    def resume(self) -> SteeringReceipt:
+        return self.steer(Resume())
 
-    def redirect(self, instruction: str) -> None:
-        self.steer(Redirect(instruction=instruction))
+    def redirect(self, instruction: str) -> SteeringReceipt:
+        return self.steer(Redirect(instruction=instruction))
 
     def __await__(self) -> Generator[Any, None, AgentRun]:
         return self.result().__await__()

@@ -219,7 +219,7 @@ class RunLoop:
         """Apply queued commands; while paused, wait (cancellably, within the deadline) for more."""
         ctx = self.ctx
         while True:
-            apply_batch(ctx, handle, handle.drain(), self.messages)
+            apply_batch(ctx, handle, handle._take(), self.messages)
             if not handle.is_paused:
                 return
             self.status.phase = "paused"
