@@ -85,7 +85,8 @@ async def test_a_disallowed_command_is_rejected_and_the_run_goes_on() -> None:
     refused = handle.send(SetMetadata(metadata={"b": 2}))
     assert (first.status, refused.status, refused.accepted) == ("queued", "queued", None)
     run = await AgentHarness(model=model).invoke_in_context(ctx, "go")
-    assert run.status == "completed" and run.final_text == "done"
+    assert run.status == "completed"
+    assert run.final_text == "done"
     assert dict(ctx.config.metadata) == {"a": 1}  # the refused command changed nothing
     assert model.requests[0].messages[-1] == SystemMessage(text="[steering:redirect] first")  # the allowed one applied
     assert (first.status, first.accepted, first.error) == ("applied", True, None)
@@ -105,7 +106,8 @@ async def test_a_stream_reports_rejection_through_the_receipt() -> None:
     receipt = stream.pause("hold on")
     run = await stream
     assert run.final_text == "fine"
-    assert receipt.status == "rejected" and receipt.command == Pause(reason="hold on")
+    assert receipt.status == "rejected"
+    assert receipt.command == Pause(reason="hold on")
 
 
 async def test_commands_after_a_cancel_in_the_same_batch_are_rejected() -> None:
@@ -115,7 +117,8 @@ async def test_commands_after_a_cancel_in_the_same_batch_are_rejected() -> None:
     with pytest.raises(RunCancelled):
         await AgentHarness(model=ScriptedModel(["never"])).invoke_in_context(ctx, "go")
     assert cancel.status == "applied"
-    assert late.status == "rejected" and late.error is not None
+    assert late.status == "rejected"
+    assert late.error is not None
 
 
 def _call_turn(*ids: str) -> AssistantMessage:
@@ -146,7 +149,8 @@ async def test_injections_that_would_break_the_transcript_are_rejected(bad: list
     assert run.status == "completed"
     sent = model.requests[0].messages
     assert [m.role for m in sent] == ["user", "user"]  # nothing of the bad batch reached the provider
-    assert sent[-1] == UserMessage(text="still here") and ok.status == "applied"
+    assert sent[-1] == UserMessage(text="still here")
+    assert ok.status == "applied"
     for receipt in receipts:
         assert receipt.status == "rejected"
         assert isinstance(receipt.error, SteeringError)

@@ -178,6 +178,7 @@ class RunLoop:
                 request = prepare_request(request, output, strategy)
             request = await harness.middleware.before_model(ctx, request)
             request = await harness.fit_context(ctx, request)
+            await harness.middleware.before_send(ctx, request)
             call_id = str(policy.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
