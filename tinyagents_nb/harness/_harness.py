@@ -60,6 +60,9 @@ class RunPolicy:
         tool_timeout_s: Default per-tool timeout (a tool's own ``timeout_s`` wins); expiry is reported to the model.
         output: Structured output to extract from the final answer (a type, JSON schema or ``OutputSpec``).
         structured_strategy: ``auto`` chooses from the model profile.
+        structured_retries: How many times an invalid structured answer is sent back to the model
+            with its validation error before the run fails with ``StructuredOutputError``; each
+            repair is one more model call under the usual limits (0: no repair).
         max_output_tokens: Cap on each request's output tokens.
         temperature: Sampling temperature passed to the model.
         model_settings: Extra provider parameters for every request.
@@ -78,6 +81,7 @@ class RunPolicy:
     tool_timeout_s: float | None = None
     output: OutputSpec | None = None
     structured_strategy: Literal["auto"] | StructuredStrategy = "auto"
+    structured_retries: int = 2
     max_output_tokens: int | None = None
     temperature: float | None = None
     model_settings: Mapping[str, Any] = field(default_factory=dict)
@@ -92,6 +96,9 @@ class RunPolicy:
                 raise ConfigurationError(f"{name} must be 'return_error' or 'fail', got {getattr(self, name)!r}")
         if self.tool_timeout_s is not None and self.tool_timeout_s <= 0:
             raise ConfigurationError("tool_timeout_s must be > 0")
+        retries: object = self.structured_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")
         output: object = self.output
         if output is not None and not isinstance(output, OutputSpec):  # a type or a schema, for convenience
             object.__setattr__(self, "output", OutputSpec.of(output))

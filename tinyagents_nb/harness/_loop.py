@@ -8,7 +8,6 @@ run concurrently only when there are several.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,7 +20,6 @@ from ._errors import (
     LimitExceeded,
     RunCancelled,
     RunTimeout,
-    StructuredOutputError,
     TinyAgentsError,
     ToolArgumentsError,
     ToolError,
@@ -61,7 +59,8 @@ from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._steering import SteeringHandle, apply_batch
-from ._structured import StructuredOutput, extract_structured, is_structured_call, prepare_request
+from ._structured import StructuredOutput, prepare_request
+from ._structured_turn import StructuredTurn
 from ._tools import Tool, ToolResult
 
 if TYPE_CHECKING:
@@ -72,7 +71,6 @@ __all__: list[str] = []
 
 _log = logging.getLogger("tinyagents_nb")
 _PREVIEW = 2_000
-_STRUCTURED_ACK = "Structured output recorded. Continue with the remaining tool calls."
 
 
 def _preview(text: str) -> str:
@@ -159,6 +157,9 @@ class RunLoop:
         tool_schemas = harness.tools.schemas()
         output = harness.output
         strategy = harness.structured_strategy
+        turn = None
+        if output is not None and strategy is not None:
+            turn = StructuredTurn(output, strategy, policy.structured_retries)
         while True:
             ctx.cancellation.raise_if_cancelled()
             if ctx.steering is not None:
@@ -190,26 +191,15 @@ class RunLoop:
             self.messages.append(message)
 
             calls: Sequence[ToolCall] = message.tool_calls
-            if output is not None and strategy == "tool" and calls:
-                structured_calls = [c for c in calls if is_structured_call(c, output)]
-                if structured_calls:
-                    self.structured = extract_structured(response, output, strategy)
-                    calls = [c for c in calls if not is_structured_call(c, output)]
-                    if not calls:
-                        # the structured call is the answer; answer it so the transcript stays valid
-                        for call in structured_calls:
-                            self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text="ok"))
-                        raw = self.structured.raw if self.structured is not None else None
-                        return message.text or json.dumps(raw, ensure_ascii=False)
-                    for call in structured_calls:
-                        self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text=_STRUCTURED_ACK))
-            if not calls:
-                if output is not None and strategy is not None and self.structured is None:
-                    self.structured = extract_structured(response, output, strategy)
-                    if self.structured is None:
-                        raise StructuredOutputError(
-                            f"the model finished without returning structured output `{output.name}`"
-                        )
+            if turn is not None:
+                settled = turn.settle(ctx, response, self.messages)
+                self.structured = turn.value
+                if isinstance(settled, str):
+                    return settled
+                if not settled:
+                    continue  # a structured-output repair: ask the model again
+                calls = settled
+            elif not calls:
                 return message.text
             self.status.phase = "tools"
             self.messages.extend(await self._run_tools(calls))

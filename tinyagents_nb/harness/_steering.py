@@ -382,7 +382,9 @@ def _refusals(policy: SteeringPolicy, batch: list[_Pending]) -> dict[int, Steeri
         end = index + 1
         while end < len(batch) and isinstance(_injected(batch[end][0]), ToolMessage) and end not in refusals:
             end += 1
-        answers = [m.tool_call_id for m in (_injected(c) for c, _ in batch[index + 1 : end]) if m is not None]
+        answers = [
+            m.tool_call_id for m in (_injected(c) for c, _ in batch[index + 1 : end]) if isinstance(m, ToolMessage)
+        ]
         calls = [c.id for c in message.tool_calls]
         if sorted(answers) != sorted(calls):
             problem = SteeringError(
