@@ -532,6 +532,50 @@ def test_invariants_hold_for_any_transcript(
     for m in out:
         if id(m) not in {id(x) for x in messages}:
             assert SUMMARY_TAG in m.tags or COMPACTED_TAG in m.tags
+    # an answer from an earlier turn is never left without its question, unless a summary holds it
+    if not any(SUMMARY_TAG in m.tags for m in out):
+        _check_turns(messages, out)
+
+
+def _earlier_turns(messages: Sequence[Message]) -> list[list[int]]:
+    """Each turn before the current question: its question and what follows, system messages excluded."""
+    questions = [i for i, m in enumerate(messages) if isinstance(m, UserMessage) and RETRIEVED_TAG not in m.tags]
+    return [
+        [j for j in range(a, b) if not isinstance(messages[j], SystemMessage)] for a, b in itertools.pairwise(questions)
+    ]
+
+
+def _check_turns(messages: Sequence[Message], out: Sequence[Message]) -> None:
+    """Every earlier turn is kept whole or dropped whole (retrieved context may go on its own)."""
+    kept = {id(m) for m in out}
+    compacted = {(m.tool_call_id, m.name) for m in out if COMPACTED_TAG in m.tags}  # type: ignore[union-attr]
+    for turn in _earlier_turns(messages):
+        present = set()
+        for i in turn:
+            m = messages[i]
+            if RETRIEVED_TAG in m.tags:
+                continue
+            shrunk = isinstance(m, ToolMessage) and (m.tool_call_id, m.name) in compacted
+            present.add(id(m) in kept or shrunk)
+        assert len(present) <= 1, f"turn {turn} split: {present}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(transcripts(), st.integers(0, 3_000), st.integers(0, 8))
+def test_trim_cuts_at_turn_boundaries(messages: list[Message], need: int, keep: int) -> None:
+    """TrimOldMessages alone: whole earlier turns, the current question, the system prefix, tool pairs."""
+    e, ctx = est(), RunContext()
+    res = asyncio.run(TrimOldMessages(keep_last=keep).apply(ctx, messages, need_tokens=need, estimator=e))
+    out = list(res.messages)
+    _check_pairs(out)
+    _check_turns(messages, out)
+    assert [m for m in messages if isinstance(m, SystemMessage)] == [m for m in out if isinstance(m, SystemMessage)]
+    current = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage) and not m.tags)
+    assert any(m is messages[current] for m in out)
+    body = [m for m in messages if not isinstance(m, SystemMessage)]
+    tail = body[len(body) - keep :] if keep else []
+    assert all(any(m is k for k in out) for m in tail)  # keep_last is a floor
+    assert res.removed == len([m for m in messages if not any(m is k for k in out)])
 
 
 @pytest.mark.anyio
