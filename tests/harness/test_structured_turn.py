@@ -10,9 +10,8 @@ from tinyagents_nb.harness._errors import ConfigurationError, LimitExceeded, Str
 from tinyagents_nb.harness._events import StructuredRepair
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._limits import RunLimits
-from tinyagents_nb.harness._messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
+from tinyagents_nb.harness._messages import REPAIR_TAG, AssistantMessage, ToolCall, ToolMessage, UserMessage
 from tinyagents_nb.harness._profile import ModelProfile
-from tinyagents_nb.harness._structured_turn import REPAIR_TAG
 from tinyagents_nb.harness._tools import tool
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 

@@ -164,3 +164,17 @@ def test_trimming_cuts_only_at_turn_boundaries(shape: list[int], n: int, first: 
             )
             if floor <= strategy.limit:
                 assert sum(est.count_message(m) for m in out) <= strategy.limit
+
+
+def test_a_structured_repair_request_is_not_a_new_question() -> None:
+    """The repair prompt follows the question it repairs: trimming must not treat the question as an old turn."""
+    repair = UserMessage(text="fix your JSON", tags=("structured_repair",))
+    msgs: list[Message] = [
+        SystemMessage(text="s"),
+        *turn(0),
+        UserMessage(text="task"),
+        AssistantMessage(text="{bad"),
+        repair,
+    ]
+    out = trim_messages(msgs, KeepLast(n=1))
+    assert out == [SystemMessage(text="s"), UserMessage(text="task"), repair]

@@ -14,17 +14,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ._errors import StructuredOutputError
 from ._events import StructuredRepair
-from ._messages import Message, ToolCall, ToolMessage, UserMessage
+from ._messages import REPAIR_TAG, Message, ToolCall, ToolMessage, UserMessage
 from ._model import ModelResponse
 from ._structured import OutputSpec, StructuredOutput, StructuredStrategy, extract_structured, is_structured_call
 
 if TYPE_CHECKING:
     from ._context import RunContext
 
-__all__ = ["REPAIR_TAG", "StructuredTurn"]
+__all__ = ["StructuredTurn"]
 
-REPAIR_TAG: Final = "structured_repair"
-"""Tag on the user message that asks the model to fix its structured answer."""
 _ACK: Final = "Structured output recorded. Continue with the remaining tool calls."
 
 

@@ -6,7 +6,8 @@ Trimming drops messages silently, so it cuts only where nothing left behind lose
 - an earlier turn (a user question and every message that answers it, tool traffic included) is
   kept whole or dropped whole: an answer without its question, or a question without its answer,
   misleads the model more than either being absent;
-- the current turn's question (the last user message that is not retrieved context) is always kept;
+- the current turn's question (the last user message that is not retrieved context nor a
+  structured-output repair request) is always kept;
   inside the current turn, whose work is still going on, the oldest rounds (an assistant message
   with its tool results, or a single message) may go, so a single long agentic turn stays trimmable;
 - a tool result is never separated from the assistant message that called it, and no tool call is
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from typing import TypeAlias
 
 from ._errors import ConfigurationError
-from ._messages import RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ._messages import REPAIR_TAG, RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._tokens import TokenEstimator
 
 __all__ = ["KeepFirstAndLast", "KeepLast", "MaxTokens", "TrimStrategy", "trim_messages"]
@@ -64,7 +65,8 @@ TrimStrategy: TypeAlias = KeepLast | KeepFirstAndLast | MaxTokens
 
 
 def _is_question(m: Message) -> bool:
-    return isinstance(m, UserMessage) and RETRIEVED_TAG not in m.tags
+    """A user message that opens a turn: not retrieved context, not a structured-output repair request."""
+    return isinstance(m, UserMessage) and RETRIEVED_TAG not in m.tags and REPAIR_TAG not in m.tags
 
 
 def trim_units(messages: Sequence[Message]) -> tuple[list[list[int]], int | None]:
