@@ -282,9 +282,9 @@ class CompactToolOutputs:
             # provider call ids are not unique (adapters fall back to `call_0` when a provider sends none,
             # and a thread spans runs), so the key also carries the content: two different results never
             # share a key, and the same result always gets the same one (a stable placeholder)
-            key = f"{scope}/{m.tool_call_id}/{self._digest(m)}"
+            key = f"{scope}/{m.tool_call_id}/{self._digest(m)}" if store is not None else "(not kept)"
             text = self.placeholder.format(
-                chars=len(m.text), key=key if store is not None else "(not kept)", name=m.name,
+                chars=len(m.text), key=key, name=m.name,
                 tool_call_id=m.tool_call_id,
             )  # fmt: skip
             small = dataclasses.replace(m, text=text, blocks=(), tags=(*m.tags, COMPACTED_TAG))
