@@ -165,6 +165,7 @@ class AgentHarness(Generic[DataT]):
         self._estimator: TokenEstimator | None = None
         # tool-schema token counts by the identity of the schemas sent (kept alive, so ids stay unique)
         self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
+        self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
 
     def _window(self, window: ContextWindow | int | None) -> ContextWindow | None:
         if isinstance(window, ContextWindow):
@@ -218,15 +219,19 @@ class AgentHarness(Generic[DataT]):
         the registry hands out the same schema objects until it changes, which keeps a hit to one
         tuple of ``id``s and one dict lookup.
         """
+        last = self._last_tools
+        if last[0] is tools:
+            return last[1]
         key = tuple(map(id, tools))
         hit = self._tool_tokens.get(key)
         if hit is not None:
+            self._last_tools = hit
             return hit[1]
         text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in tools)
         tokens = estimator.counter.count(text) if text else 0
         if len(self._tool_tokens) >= _TOOL_TOKEN_SETS:
             self._tool_tokens.pop(next(iter(self._tool_tokens)))  # oldest first
-        self._tool_tokens[key] = (tools, tokens)
+        self._tool_tokens[key] = self._last_tools = (tools, tokens)
         return tokens
 
     # ---------------------------------------------------------------------------- entry points
