@@ -62,6 +62,7 @@ def sample_events() -> list[E.AgentEvent]:
         ),
         E.MemoryLoaded(thread_id="t-1", messages=4, **lineage(26)),
         E.MemorySaved(thread_id="t-1", messages=6, **lineage(27)),
+        E.StructuredRepair(attempt=1, max_attempts=2, output="Weather", strategy="tool", error="bad ✓", **lineage(28)),
     ]
     return events
 

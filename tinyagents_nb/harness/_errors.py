@@ -77,6 +77,23 @@ class TinyAgentsError(Exception):
         return str(self.args[0]) if self.args else ""
 
 
+def describe_error(error: BaseException) -> str:
+    """``"TypeName: message"`` for any exception, without ever raising.
+
+    Error reports are built from third-party exceptions (tools, summarizers) whose ``__str__`` may
+    itself raise; a report that crashes would turn a recoverable tool failure into a failed run.
+    Falls back to ``repr`` and finally to the bare type name.
+    """
+    name = type(error).__name__
+    for render in (str, repr):
+        try:
+            text = render(error)
+        except Exception:
+            continue
+        return f"{name}: {text}" if text else name
+    return f"{name}: <unprintable>"
+
+
 class ConfigurationError(TinyAgentsError, ValueError):
     """A value passed to a constructor is invalid; raised before any run starts."""
 

@@ -37,6 +37,7 @@ __all__ = [
     "RunFailed",
     "RunStarted",
     "SteeringApplied",
+    "StructuredRepair",
     "SubAgentCompleted",
     "SubAgentReused",
     "SubAgentStarted",
@@ -253,6 +254,18 @@ class SteeringApplied(AgentEvent):
     command: str
     accepted: bool = True
     detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StructuredRepair(AgentEvent):
+    """The model's structured answer was invalid; it is asked again with the error (one more model call)."""
+
+    kind: Literal["structured.repair"] = "structured.repair"
+    attempt: int
+    max_attempts: int
+    output: str = ""
+    strategy: str = ""
+    error: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -8,7 +8,6 @@ run concurrently only when there are several.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
@@ -21,11 +20,11 @@ from ._errors import (
     LimitExceeded,
     RunCancelled,
     RunTimeout,
-    StructuredOutputError,
     TinyAgentsError,
     ToolArgumentsError,
     ToolError,
     UnknownToolError,
+    describe_error,
 )
 from ._events import (
     CacheHit,
@@ -60,7 +59,8 @@ from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._steering import SteeringHandle, apply_batch
-from ._structured import StructuredOutput, extract_structured, is_structured_call, prepare_request
+from ._structured import StructuredOutput, prepare_request
+from ._structured_turn import StructuredTurn
 from ._tools import Tool, ToolResult
 
 if TYPE_CHECKING:
@@ -71,7 +71,6 @@ __all__: list[str] = []
 
 _log = logging.getLogger("tinyagents_nb")
 _PREVIEW = 2_000
-_STRUCTURED_ACK = "Structured output recorded. Continue with the remaining tool calls."
 
 
 def _preview(text: str) -> str:
@@ -158,6 +157,9 @@ class RunLoop:
         tool_schemas = harness.tools.schemas()
         output = harness.output
         strategy = harness.structured_strategy
+        turn = None
+        if output is not None and strategy is not None:
+            turn = StructuredTurn(output, strategy, policy.structured_retries)
         while True:
             ctx.cancellation.raise_if_cancelled()
             if ctx.steering is not None:
@@ -177,6 +179,7 @@ class RunLoop:
                 request = prepare_request(request, output, strategy)
             request = await harness.middleware.before_model(ctx, request)
             request = await harness.fit_context(ctx, request)
+            await harness.middleware.before_send(ctx, request)
             call_id = str(policy.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
@@ -188,26 +191,15 @@ class RunLoop:
             self.messages.append(message)
 
             calls: Sequence[ToolCall] = message.tool_calls
-            if output is not None and strategy == "tool" and calls:
-                structured_calls = [c for c in calls if is_structured_call(c, output)]
-                if structured_calls:
-                    self.structured = extract_structured(response, output, strategy)
-                    calls = [c for c in calls if not is_structured_call(c, output)]
-                    if not calls:
-                        # the structured call is the answer; answer it so the transcript stays valid
-                        for call in structured_calls:
-                            self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text="ok"))
-                        raw = self.structured.raw if self.structured is not None else None
-                        return message.text or json.dumps(raw, ensure_ascii=False)
-                    for call in structured_calls:
-                        self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text=_STRUCTURED_ACK))
-            if not calls:
-                if output is not None and strategy is not None and self.structured is None:
-                    self.structured = extract_structured(response, output, strategy)
-                    if self.structured is None:
-                        raise StructuredOutputError(
-                            f"the model finished without returning structured output `{output.name}`"
-                        )
+            if turn is not None:
+                settled = turn.settle(ctx, response, self.messages)
+                self.structured = turn.value
+                if isinstance(settled, str):
+                    return settled
+                if not settled:
+                    continue  # a structured-output repair: ask the model again
+                calls = settled
+            elif not calls:
                 return message.text
             self.status.phase = "tools"
             self.messages.extend(await self._run_tools(calls))
@@ -218,7 +210,7 @@ class RunLoop:
         """Apply queued commands; while paused, wait (cancellably, within the deadline) for more."""
         ctx = self.ctx
         while True:
-            apply_batch(ctx, handle, handle.drain(), self.messages)
+            apply_batch(ctx, handle, handle._take(), self.messages)
             if not handle.is_paused:
                 return
             self.status.phase = "paused"
@@ -432,11 +424,10 @@ class RunLoop:
         except (Cancelled, LimitExceeded):
             raise
         except Exception as exc:
+            failure = f"tool `{call.name}` failed: {describe_error(exc)}"
             if policy.tool_errors == "fail":
-                raise ToolError(
-                    f"tool `{call.name}` failed: {type(exc).__name__}: {exc}", tool_name=call.name, call_id=call.id
-                ) from exc
-            return ToolResult.error(f"tool `{call.name}` failed: {type(exc).__name__}: {exc}")
+                raise ToolError(failure, tool_name=call.name, call_id=call.id) from exc
+            return ToolResult.error(failure)
         # only reached when the time budget cancelled the call
         assert scope.cancelled_caught
         if tool_timeout is None or (run_remaining is not None and run_remaining <= tool_timeout):
@@ -489,7 +480,7 @@ class RunLoop:
         self.status.active_model_call = None
         self.status.ended_at = self.clock.time()
         if error is not None:
-            self.status.error = f"{type(error).__name__}: {error}"
+            self.status.error = describe_error(error)
 
     async def _finish_cancelled(self, exc: Cancelled) -> AgentRun:
         self._keep_partial()
@@ -546,5 +537,5 @@ def _last_user_text(messages: Sequence[Message]) -> str:
 def _error_text(error: BaseException | None) -> str:
     if error is None:
         return ""
-    text = str(error) if isinstance(error, TinyAgentsError) else f"{type(error).__name__}: {error}"
+    text = str(error) if isinstance(error, TinyAgentsError) else describe_error(error)
     return _preview(text)

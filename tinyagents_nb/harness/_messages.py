@@ -40,6 +40,9 @@ __all__ = [
 
 RETRIEVED_TAG = "retrieved"
 """Tag on messages that carry retrieved, nonessential context: the pressure chain drops these first."""
+REPAIR_TAG = "structured_repair"
+"""Tag on the user message asking the model to fix an invalid structured answer: a follow-up within
+the current turn, not a new question (trimming keeps it with the question it follows)."""
 
 JsonValue: TypeAlias = Any
 """A value that survives ``json.dumps``; kept as ``Any`` because recursive aliases defeat pydantic here."""
