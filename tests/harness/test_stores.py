@@ -23,8 +23,8 @@ from hypothesis import given, settings, strategies as st
 
 from tinyagents_nb.harness._errors import ConfigurationError, StoreError, TinyAgentsError
 from tinyagents_nb.harness._ids import ThreadId
-from tinyagents_nb.harness._registries import CacheRegistry, StoreRegistry
 from tinyagents_nb.harness._journal import SQLiteEventJournal
+from tinyagents_nb.harness._registries import CacheRegistry, StoreRegistry
 from tinyagents_nb.harness._stores import InMemoryStore, SQLiteStore, Store
 from tinyagents_nb.harness._vectors import SQLiteVectorStore
 

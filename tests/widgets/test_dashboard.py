@@ -289,3 +289,29 @@ def test_blocking_mode_run_on_a_worker_thread_with_flushes_from_the_caller(comms
     assert "● completed" in dash.header.widget.value
     assert dash.controls.stop.disabled
     assert len(seen) >= 3  # it showed progress while the worker streamed
+
+
+async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms: CommLog) -> None:
+    from collections.abc import AsyncGenerator
+
+    from tinyagents_nb.harness import RetryPolicy, RunPolicy, TextDelta
+    from tinyagents_nb.harness._model import StreamFinish
+
+    class Flaky(ScriptedModel):
+        async def stream(self, request: Any) -> AsyncGenerator[Any, None]:
+            self.requests.append(request)
+            first = len(self.requests) == 1
+            for chunk in ("The answer ", "is 4") if first else ("The answer ", "is 42."):
+                yield TextDelta(text=chunk)
+            if first:
+                raise ProviderError("reset mid-stream", retryable=True)
+            yield StreamFinish(finish_reason="stop")
+
+    policy = RunPolicy(retry=RetryPolicy(initial_backoff_s=0.01))
+    stream = AgentHarness(model=Flaky(["unused"]), policy=policy).invoke_streaming("x")
+    dash = RunDashboard(stream)
+    await dash.wait_flushed()
+    assert dash.transcript.text() == "The answer is 42."
+    struck = [w.value for w in dash.transcript.widget.children if "line-through" in w.value]
+    assert len(struck) == 1  # the failed attempt is still visible, struck out
+    assert "is 4" in struck[0]
