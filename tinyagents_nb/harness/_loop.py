@@ -446,11 +446,12 @@ class RunLoop:
         emitted here, when the tool really starts, not when it is queued.
         """
         ctx = self.ctx
-        try:
-            ctx.cancellation.raise_if_cancelled()
-            self._check_limit(self.limits.check_deadline)
-        except (Cancelled, RunTimeout) as exc:
-            return ToolResult.error(_error_text(exc)), 0.0, exc, False
+        if ctx.cancellation.is_cancelled or self.limits.deadline is not None:
+            try:
+                ctx.cancellation.raise_if_cancelled()
+                self._check_limit(self.limits.check_deadline)
+            except (Cancelled, RunTimeout) as exc:
+                return ToolResult.error(_error_text(exc)), 0.0, exc, False
         ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
         started = self.clock.monotonic()
         self.live_tools[id(call)] = (call, started)
