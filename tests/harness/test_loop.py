@@ -183,6 +183,36 @@ async def test_every_started_tool_is_closed_when_a_sibling_fails_the_run() -> No
     assert rec.of_kind("tool.failed")[0].status == "failed"  # type: ignore[attr-defined]
 
 
+async def test_the_deadline_during_a_tool_skips_the_queued_ones_and_reports_once() -> None:
+    ran: list[str] = []
+
+    @tool
+    async def slow() -> str:
+        """Outlives the run's budget."""
+        ran.append("slow")
+        await anyio.sleep(5)
+        return "late"
+
+    @tool
+    def queued() -> str:
+        """Must never start."""
+        ran.append("queued")
+        return "no"
+
+    ctx = RunContext(config=RunConfig(timeout_s=0.3))
+    rec = recorded(ctx)
+    model = ScriptedModel([ScriptedModel.tool_calls([("slow", {}), ("queued", {})]), "never"])
+    policy = RunPolicy(limits=RunLimits(max_concurrency=1))
+    with anyio.fail_after(10):
+        run, _ = await AgentHarness(model=model, tools=[slow, queued], policy=policy).invoke_with_status(ctx, "go")
+    assert isinstance(run.error, RunTimeout)
+    assert ran == ["slow"]
+    assert len(rec.of_kind("limit.reached")) == 1
+    (failed,) = rec.of_kind("tool.failed")
+    assert (failed.tool_name, failed.status) == ("slow", "timed_out")  # type: ignore[attr-defined]
+    assert [e.tool_name for e in rec.of_kind("tool.started")] == ["slow"]  # type: ignore[attr-defined]
+
+
 # ------------------------------------------------------------------------------------------ closing events
 def _assert_tree_closed(events: list[AgentEvent]) -> None:
     """Every started run, sub-agent and tool call has exactly one closing event."""

@@ -65,7 +65,7 @@ from ._structured import StructuredOutput, extract_structured, is_structured_cal
 from ._tools import Tool, ToolResult
 
 if TYPE_CHECKING:
-    from ._context import RunContext
+    from ._context import RunConfig, RunContext
     from ._harness import AgentHarness
 
 __all__: list[str] = []
@@ -123,7 +123,7 @@ class RunLoop:
             if ctx.config.max_depth != max_depth:  # steering may have replaced the config meanwhile: keep that
                 ctx.config = replace(ctx.config, max_depth=max_depth)
 
-    def _bound_config(self, config: Any) -> Any:
+    def _bound_config(self, config: RunConfig) -> RunConfig:
         """The run's config with its effective depth cap, so every child it spawns inherits it.
 
         The harness's ``max_depth`` binds the whole tree below this run: a sub-agent's harness may be
@@ -398,7 +398,7 @@ class RunLoop:
                 async with anyio.create_task_group() as tg:
                     for i, call in enumerate(admitted):
                         tg.start_soon(run_one, i, call)
-        except BaseException as exc:  # the run's task was cancelled mid-tool: close what had started
+        except BaseException as exc:  # the run's task was cancelled (or interrupted) mid-tool: close what started
             self._close_live_tools(exc)
             raise
         results: list[ToolMessage] = []
@@ -407,6 +407,8 @@ class RunLoop:
             assert outcome is not None
             result, duration, fatal, ran = outcome
             if not ran:  # stopped before it started: it emitted nothing, so nothing to close
+                if first_fatal is None and isinstance(fatal, RunTimeout):
+                    ctx.emit(LimitReached, limit=fatal.limit, maximum=fatal.maximum)
                 first_fatal = first_fatal or fatal
                 continue
             if fatal is not None:
@@ -449,7 +451,7 @@ class RunLoop:
         if ctx.cancellation.is_cancelled or self.limits.deadline is not None:
             try:
                 ctx.cancellation.raise_if_cancelled()
-                self._check_limit(self.limits.check_deadline)
+                self.limits.check_deadline()  # limit.reached is emitted once, by _run_tools
             except (Cancelled, RunTimeout) as exc:
                 return ToolResult.error(_error_text(exc)), 0.0, exc, False
         ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
@@ -473,7 +475,7 @@ class RunLoop:
                 call_id=call.id,
                 tool_name=call.name,
                 error_type=type(exc).__name__,
-                error=f"{type(exc).__name__}: the run's task was cancelled while the tool ran",
+                error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
                 duration_s=now - started,
                 status="cancelled",
             )
