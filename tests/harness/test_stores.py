@@ -644,6 +644,25 @@ def test_several_processes_first_opening_one_fresh_file_all_succeed(tmp_path: Pa
             assert proc.returncode == 0, stderr.decode()
 
 
+@pytest.mark.parametrize("opener", [SQLiteStore, SQLiteEventJournal, SQLiteVectorStore])
+def test_opening_while_another_first_open_holds_the_write_lock_waits(tmp_path: Path, opener: Any) -> None:
+    # Another process mid-way through its own first open (still in rollback mode, writing its
+    # schema) holds the write lock: SQLite fails the WAL switch at once instead of calling the busy
+    # handler, so the opener must retry it until the lock goes.
+    path = tmp_path / "fresh.sqlite"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None, check_same_thread=False)) as other:
+        other.execute("CREATE TABLE other_schema (a)")
+        other.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(0.3, other.execute, args=("COMMIT",))
+        release.start()
+        started = time.monotonic()
+        opener(path).close()
+        release.join()
+    assert time.monotonic() - started >= 0.25  # it waited for the lock rather than failing
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
 def test_a_file_locked_past_the_busy_timeout_is_not_to_be_deleted(tmp_path: Path) -> None:
     path = tmp_path / "kv.sqlite"
     SQLiteStore(path).close()
