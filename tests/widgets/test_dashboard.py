@@ -321,3 +321,29 @@ async def test_a_key_echoed_in_a_provider_error_never_reaches_widget_state(comms
     state = repr(comms.messages) + dash.header.widget.value + dash.summary_text() + repr(dash.state.error)
     assert "rate limit" in state.lower() or "bad" in state
     assert key.lower() not in state.lower()
+
+
+async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms: CommLog) -> None:
+    from collections.abc import AsyncGenerator
+
+    from tinyagents_nb.harness import RetryPolicy, RunPolicy, TextDelta
+    from tinyagents_nb.harness._model import StreamFinish
+
+    class Flaky(ScriptedModel):
+        async def stream(self, request: Any) -> AsyncGenerator[Any, None]:
+            self.requests.append(request)
+            first = len(self.requests) == 1
+            for chunk in ("The answer ", "is 4") if first else ("The answer ", "is 42."):
+                yield TextDelta(text=chunk)
+            if first:
+                raise ProviderError("reset mid-stream", retryable=True)
+            yield StreamFinish(finish_reason="stop")
+
+    policy = RunPolicy(retry=RetryPolicy(initial_backoff_s=0.01))
+    stream = AgentHarness(model=Flaky(["unused"]), policy=policy).invoke_streaming("x")
+    dash = RunDashboard(stream)
+    await dash.wait_flushed()
+    assert dash.transcript.text() == "The answer is 42."
+    struck = [w.value for w in dash.transcript.widget.children if "line-through" in w.value]
+    assert len(struck) == 1  # the failed attempt is still visible, struck out
+    assert "is 4" in struck[0]

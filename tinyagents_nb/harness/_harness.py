@@ -350,7 +350,9 @@ class AgentStream(AsyncIterator[AgentEvent]):
         if self._events is None:
             run_id = self.run_id
             self._events = self.context.events.subscribe(
-                since=self._since, until=lambda e: e.run_id == run_id and e.kind in _TERMINAL
+                since=self._since,
+                until=lambda e: e.run_id == run_id and e.kind in _TERMINAL,
+                where=_run_tree_filter(self.context),
             )
         return self._events
 
@@ -417,6 +419,35 @@ class AgentStream(AsyncIterator[AgentEvent]):
         if self._task is not None and not self._task.done():
             self.cancel("stream closed")
             await self.wait()
+
+
+def _run_tree_filter(ctx: RunContext[Any]) -> Callable[[AgentEvent], bool]:
+    """Accept only the events of ``ctx``'s run and its descendants: runs may share one sink.
+
+    A root run's tree is every event with its root id. A nested run's subtree is followed by lineage:
+    a run whose parent is a member joins (the filter sees events in offset order, so a child's first
+    event, or its parent's ``subagent.started``, always comes after its parent joined).
+    """
+    run_id = ctx.run_id
+    if ctx.parent_run_id is None:
+        return lambda e: e.root_run_id == run_id
+    members: set[str] = {run_id}
+    root = ctx.root_run_id
+
+    def member(e: AgentEvent) -> bool:
+        if e.root_run_id != root:
+            return False
+        if e.run_id in members:
+            child = getattr(e, "child_run_id", None)
+            if child is not None:
+                members.add(child)
+            return True
+        if e.parent_run_id in members:
+            members.add(e.run_id)
+            return True
+        return False
+
+    return member
 
 
 def _run_blocking(fn: Callable[[], Awaitable[T]], ctx: RunContext[Any]) -> T:
