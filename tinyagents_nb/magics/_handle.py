@@ -18,7 +18,7 @@ queue steering commands or trip the cancellation token, which the loop reads at 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import Any, Literal, Protocol
 
@@ -67,8 +67,10 @@ class NotebookRun:
         model: str,
         name: str | None = None,
         cell_key: str | None = None,
+        launcher: Callable[[NotebookRun, RunMode], object] | None = None,
     ) -> None:
         self.stream = stream
+        self._launcher = launcher
         self.harness = harness
         self.prompt = prompt
         self.model = model
@@ -170,7 +172,18 @@ class NotebookRun:
         self.stream.redirect(instruction)
 
     # ------------------------------------------------------------------ running (session loop)
-    def start(self, loop: SessionLoop, *, mode: RunMode, after: NotebookRun | None = None) -> Future[AgentRun]:
+    def start(self, mode: RunMode = "background") -> None:
+        """Start through the session that made the run (queued behind its thread's unfinished run); idempotent.
+
+        Raises:
+            RuntimeError: The run was made without a session (use ``launch``).
+        """
+        if self._future is None:
+            if self._launcher is None:
+                raise RuntimeError(f"run {self.label} has no session to start it; call launch(loop, ...)")
+            self._launcher(self, mode)
+
+    def launch(self, loop: SessionLoop, *, mode: RunMode, after: NotebookRun | None = None) -> Future[AgentRun]:
         """Run on ``loop`` once ``after`` (the thread's previous run) has ended; idempotent.
 
         Returns:
@@ -210,13 +223,9 @@ class NotebookRun:
 
     # ------------------------------------------------------------------ awaiting (any loop)
     async def wait(self) -> AgentRun:
-        """The finished run whatever its outcome (``run.error`` holds a failure or cancel).
-
-        Raises:
-            RuntimeError: The run was never started.
-        """
-        if self._future is None:
-            raise RuntimeError(f"run {self.label} was not started")
+        """The finished run whatever its outcome (``run.error`` holds a failure or cancel); starts a pending run."""
+        self.start()
+        assert self._future is not None
         return await asyncio.wrap_future(self._future)
 
     async def result(self) -> AgentRun:

@@ -241,8 +241,8 @@ class NotebookSession:
     ) -> NotebookRun:
         """Prepare a steerable run of ``prompt`` in the current (or given, or a new) thread; not started yet.
 
-        ``tools=None`` offers every registered tool. Start it with ``run.start()`` (on a running
-        loop) or ``run.run_blocking()``.
+        ``tools=None`` offers every registered tool. ``run.start()`` (or awaiting it) runs it on
+        the session's loop thread, queued behind the unfinished run of its thread if there is one.
 
         Raises:
             ConfigurationError: An empty prompt, an unknown tool, a bad limit, or a missing API key.
@@ -268,7 +268,13 @@ class NotebookSession:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(prompt, context=ctx)
         run = NotebookRun(
-            stream=stream, harness=harness, prompt=prompt, model=self.model_name(model), name=name, cell_key=cell_key
+            stream=stream,
+            harness=harness,
+            prompt=prompt,
+            model=self.model_name(model),
+            name=name,
+            cell_key=cell_key,
+            launcher=lambda run, mode: self.start(run, mode=mode),
         )
         self._runs.append(run)
         return run
@@ -316,7 +322,7 @@ class NotebookSession:
 
     def start(self, run: NotebookRun, *, mode: RunMode) -> None:
         """Start ``run`` on the session's loop thread, queued behind the unfinished run on its thread."""
-        run.start(self.loop, mode=mode, after=self.predecessor(run))
+        run.launch(self.loop, mode=mode, after=self.predecessor(run))
 
     def interrupt_background(self) -> list[NotebookRun]:
         """Cancel every active background run (■ pressed while the kernel is idle); returns them."""
