@@ -39,7 +39,7 @@ class RunDashboard:
     Panes: header, controls, context gauge, transcript, tool calls, sub-agent tree and cost table.
 
     Create it before the run starts, display it, then call ``start()`` from the loop (the magics
-    do all three). Tests and blocking mode may instead drive it with ``flush()``.
+    do all three). Tests may instead drive it with ``flush()``.
 
     Args:
         stream: The run to show (``AgentHarness.invoke_streaming(...)``).
