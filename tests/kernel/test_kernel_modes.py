@@ -153,3 +153,16 @@ def test_interrupt_while_idle_cancels_background_runs(ready: KernelHarness) -> N
     assert ready.value("bg4.status") == "cancelled"
     assert ready.value("bg4.outcome.error.reason") == "interrupted"
     assert ready.execute("1 + 1").status == "ok"  # the kernel itself was not disturbed
+
+
+def test_a_wait_that_cannot_hear_clicks_says_press_stop(ready: KernelHarness) -> None:
+    # the magic called from code is a plain synchronous wait: ipykernel 6 pumps it, 7 cannot hear clicks there
+    cell = LiveCell(ready, "get_ipython().run_cell_magic('agent', '--model slow --name w4', 'From code')")
+    assert cell.pump(_streaming)
+    stop = cell.widget("ButtonModel", description="Stop")
+    pumped = ready.version.startswith("6.")
+    assert bool(cell.models[stop].get("disabled")) is not pumped
+    assert ("press ■" in cell.html()) is not pumped
+    ready.interrupt()  # ■ works either way
+    assert cell.finish().status == "ok"
+    assert ready.value("w4.status") == "cancelled"

@@ -201,3 +201,20 @@ async def test_an_interrupt_cancels_a_blocking_run_and_keeps_the_partial_answer(
     assert handle.final_text.startswith("w0 w1 ")
     assert len(handle.final_text) < len("".join(words))
     await until(lambda: handle.dashboard.state.finished)
+
+
+async def test_a_queued_run_cancelled_while_waiting_ends_at_once(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    session.register_model("slow", SlowModel(ScriptedModel(["never", "also never"]), delay_s=30))
+    run_ok(shell, "%%agent --background --model slow --name ahead\nfirst")
+    run_ok(shell, "%%agent --background --model slow --name behind\nsecond")
+    behind = shell.user_ns["behind"]
+    assert behind.status == "queued"
+    behind.cancel("not needed")
+    with anyio.fail_after(5):  # does not wait for the run ahead of it
+        run = await behind.wait()
+    assert run.status == "cancelled"
+    assert shell.user_ns["ahead"].status == "running"
+    shell.user_ns["ahead"].cancel("test over")
+    await shell.user_ns["ahead"].wait()

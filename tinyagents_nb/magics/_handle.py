@@ -198,7 +198,7 @@ class NotebookRun:
     async def _main(self, after: NotebookRun | None) -> AgentRun:
         try:
             if after is not None and after._future is not None:
-                await asyncio.wait([asyncio.wrap_future(after._future)])  # its outcome is its own business
+                await self._queue_behind(after._future)
             self._queued = False
             if self.dashboard is not None:
                 self.dashboard.queued = False
@@ -216,6 +216,17 @@ class NotebookRun:
         self._outcome = run
         self._show_end()
         return run
+
+    async def _queue_behind(self, previous: Future[AgentRun]) -> None:
+        """Wait for the thread's previous run to end (whatever its outcome), or for this run's cancel."""
+        ahead = asyncio.wrap_future(previous)
+        cancelled = asyncio.ensure_future(self.context.cancellation.cancelled())
+        try:
+            await asyncio.wait([ahead, cancelled], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if ahead.done() and not ahead.cancelled():
+            ahead.exception()  # retrieved: that run's failure is in its own record
 
     def _show_end(self) -> None:
         if self.view is not None:
