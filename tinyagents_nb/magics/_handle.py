@@ -222,7 +222,8 @@ class NotebookRun:
         ahead = asyncio.wrap_future(previous)
         cancelled = asyncio.ensure_future(self.context.cancellation.cancelled())
         try:
-            await asyncio.wait([ahead, cancelled], return_when=asyncio.FIRST_COMPLETED)
+            either: list[asyncio.Future[Any]] = [ahead, cancelled]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
         finally:
             cancelled.cancel()
         if ahead.done() and not ahead.cancelled():
