@@ -144,13 +144,14 @@ def test_a_second_run_on_the_thread_queues_behind_a_background_run(ready: Kernel
 
 
 def test_interrupt_while_idle_cancels_background_runs(ready: KernelHarness) -> None:
-    ready.execute("%%agent --model slow --background --name bg4\nForever")
-    time.sleep(0.5)
+    cell = LiveCell(ready, "%%agent --model slow --background --name bg4\nForever")
+    assert cell.pump(lambda c: c.idle and _streaming(c))  # the kernel is idle, the run streams
+    interrupted = time.monotonic()
     ready.interrupt()
-    deadline = time.monotonic() + 10
-    while ready.value("bg4.status") == "running" and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert ready.value("bg4.status") == "cancelled"
+    # nothing else is sent: the idle kernel itself must react, in the run's own cell
+    assert cell.pump(lambda c: "cancelled" in c.markdown(), timeout=10)
+    assert time.monotonic() - interrupted < 2.0
+    assert cell.result.stdout == "■ interrupt: stopping background run bg4\n"
     assert ready.value("bg4.outcome.error.reason") == "interrupted"
     assert ready.execute("1 + 1").status == "ok"  # the kernel itself was not disturbed
 
