@@ -211,3 +211,38 @@ def test_stop_cancels_a_waiting_cell_and_the_saved_notebook_shows_the_answer(
             page.screenshot(path=str(ARTIFACTS / f"{frontend}-saved-export.png"), full_page=True)
         finally:
             browser.close()
+
+
+def test_after_a_kernel_restart_a_live_dashboard_says_the_kernel_is_gone(lab: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{lab}/lab/tree/agent.ipynb?reset&token={TOKEN}")
+            panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+            expect(panel).to_be_visible(timeout=60_000)
+            page.wait_for_function(
+                "() => window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel?.status === 'idle'",
+                timeout=60_000,
+            )
+            page.evaluate(
+                """() => window.jupyterapp.shell.currentWidget.content.widgets[2].model.sharedModel.setSource(
+                    '%%agent --background --model slow\\nTell me a very long story.')"""
+            )
+            for index in range(len(CELLS)):
+                _run_cell(page, panel, index)
+                prompt = panel.locator(".jp-Cell").nth(index).locator(".jp-InputPrompt")
+                expect(prompt).to_contain_text(f"[{index + 1}]", timeout=60_000)
+            output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-OutputArea")
+            expect(output).to_contain_text("word3", timeout=60_000)
+            gone = output.locator(".tinyagents-gone")
+            expect(gone).to_be_hidden()  # the kernel is alive: no note
+            page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+            expect(gone).to_be_visible(timeout=30_000)
+            expect(gone).to_contain_text("kernel gone")
+            page.screenshot(path=str(ARTIFACTS / "lab-kernel-restarted.png"), full_page=True)
+        finally:
+            browser.close()
