@@ -7,7 +7,7 @@ Usage (from the repository root)::
     .venv/bin/python notebooks/_build.py --check    # exit 1 if a committed notebook's cells differ from _cells.py
 
 Outputs are produced the way ``./dev test`` checks them with nbval: in a real kernel of this
-interpreter, in blocking mode (``TINYAGENTS_NB_BLOCKING=1``), offline (every ``*_API_KEY`` variable
+interpreter, in the default (waiting) mode with no tinyagents setting, offline (every ``*_API_KEY`` variable
 removed from the kernel's environment). Cell sources are formatted with ``ruff format`` before
 execution, so the committed notebooks pass ``ruff format --check``. Widget state is not stored:
 JupyterLab does not load it by default (it shows each dashboard's plain-text line until the cell
@@ -42,10 +42,12 @@ KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "langua
 
 
 def kernel_env() -> dict[str, str]:
-    """This process's environment for the kernel: blocking mode on, no provider keys."""
-    env = {name: value for name, value in os.environ.items() if not name.endswith("_API_KEY")}
-    env["TINYAGENTS_NB_BLOCKING"] = "1"
-    return env
+    """This process's environment for the kernel: no provider keys and no execution-mode override."""
+    return {
+        name: value
+        for name, value in os.environ.items()
+        if not name.endswith("_API_KEY") and name != "TINYAGENTS_NB_BLOCKING"
+    }
 
 
 def _cell(index: int, cell: Cell) -> Any:

@@ -132,10 +132,10 @@ In two sentences: what is a context window, and why does it matter for an agent?
     ),
     md(
         """
-In JupyterLab the cell returns at once and the answer streams in the background, so the notebook
-stays usable. Awaiting the handle waits for the run and gives its result. (In
-[blocking mode](../docs/jupyter/blocking-mode.md), used for "Run All", scripts and these tests, the
-cell itself waits and also prints the answer with a one-line summary.)
+The cell waits for its run while the dashboard streams (Stop, Pause and the steer box work
+meanwhile); when the run ends, the dashboard gives way to a static record of the answer and its
+one-line summary, which the saved notebook keeps. The handle gives the result to Python code
+(`--background` returns at once instead: see [execution modes](../docs/jupyter/execution-modes.md)).
 """
     ),
     code(
@@ -398,18 +398,15 @@ A long run that you control while it works: pause it, steer it with a message, r
 runs from the dashboard's Stop button and with `%agent stop`. A stopped run keeps its partial
 transcript and the usage it had so far.
 
-**This notebook uses background runs**, the default in JupyterLab: a `%%agent` cell starts the run
-and returns at once, and the following cells control it while it streams. If blocking mode is on
-for the whole kernel (`TINYAGENTS_NB_BLOCKING=1`, as in CI), the first cell turns it off here, since
-a cell that waits for its run cannot be paused from the next one.
+**This notebook uses background runs** (`%%agent --background`): the cell starts the run and
+returns at once, and the following cells control it while it streams on the session's own thread.
+(A default, waiting `%%agent` cell is controlled from its dashboard instead: Stop, Pause, Resume
+and the steer box work while it waits.)
 """
         + OFFLINE_NOTE
     ),
     code(
         """
-import os
-
-os.environ.pop("TINYAGENTS_NB_BLOCKING", None)  # background runs, even under CI's blocking mode
 %load_ext tinyagents_nb
 """
     ),
@@ -425,6 +422,7 @@ until it has read all six, then summarizes, and follows a steer message if it go
     code(
         """
 import asyncio
+import os
 
 from tinyagents_nb.harness import ModelRequest, ModelResponse, Usage
 from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel, SlowModel
@@ -480,7 +478,7 @@ each run of this notebook its own conversation.
     ),
     code(
         """
-%%agent --name long --new-thread
+%%agent --background --name long --new-thread
 Read the annual report chapter by chapter with read_chapter (chapters 1 to 6), then summarize it in one sentence.
 """,
         ignore=True,
@@ -536,7 +534,7 @@ from code.
     ),
     code(
         """
-%%agent --name second --new-thread
+%%agent --background --name second --new-thread
 Read the annual report chapter by chapter with read_chapter (chapters 1 to 6), then summarize it in one sentence.
 """,
         ignore=True,
@@ -575,7 +573,7 @@ print(f"before the stop: model calls {run.model_calls}, tool calls {run.tool_cal
     ),
     code(
         """
-%%agent --name third --new-thread
+%%agent --background --name third --new-thread
 Read the annual report chapter by chapter with read_chapter (chapters 1 to 6), then summarize it in one sentence.
 """,
         ignore=True,

@@ -1,7 +1,7 @@
 """``python -m tinyagents_nb``: the README's main job, the quickstart notebook executed headless.
 
 It runs ``notebooks/01_quickstart.ipynb`` top to bottom in a real Jupyter kernel of this interpreter
-(blocking mode, so every output stays in its cell), writes the executed copy to ``artifacts/``, and
+(``%%agent`` cells wait for their runs by default, so every output stays in its cell), writes the executed copy to ``artifacts/``, and
 prints the conversation, the cost table and where the notebook is. Without ``OPENAI_API_KEY`` the
 notebook uses its offline scripted model and this prints one line on how to use a real provider.
 
@@ -69,13 +69,18 @@ def provider_notice() -> str:
     )
 
 
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+
+
 def _text(outputs: Sequence[Any]) -> list[str]:
-    """What a terminal would show for a cell: stdout/stderr and the text/plain of results, no widgets."""
+    """What a terminal would show for a cell: stdout/stderr and the text/plain of results and records, no widgets."""
     lines: list[str] = []
     for output in outputs:
         if output.output_type == "stream":
             lines.append(str(output.text).rstrip("\n"))
-        elif output.output_type == "execute_result":
+        elif output.output_type == "execute_result" or (
+            output.output_type == "display_data" and _WIDGET not in output.data
+        ):
             lines.append(str(output.data.get("text/plain", "")))
         elif output.output_type == "error":
             lines.append(f"{output.ename}: {output.evalue}")
@@ -111,7 +116,7 @@ def run_notebook(notebook: Path, output: Path) -> int:
         print(f"no notebook at {notebook} (an installed package has no notebooks/): pass --notebook PATH")
         return 2
     print(provider_notice())
-    print(f"Executing {_shown(notebook)} in a Jupyter kernel (blocking mode)...\n")
+    print(f"Executing {_shown(notebook)} in a Jupyter kernel...\n")
     nbformat: Any = _nbformat  # untyped
     nb = nbformat.read(notebook, as_version=4)
     client = NotebookClient(
@@ -122,7 +127,7 @@ def run_notebook(notebook: Path, output: Path) -> int:
         resources={"metadata": {"path": str(notebook.parent)}},
         record_timing=False,
     )
-    env = {**os.environ, "TINYAGENTS_NB_BLOCKING": "1"}
+    env = {k: v for k, v in os.environ.items() if k != "TINYAGENTS_NB_BLOCKING"}  # the default: cells wait
     failed: str | None = None
     with tempfile.TemporaryFile(mode="w+") as kernel_log:  # the kernel's own stderr: shown only if it fails
         try:

@@ -1,14 +1,18 @@
-"""JupyterLab in headless Debian Chromium: a `%%agent` cell streams, Stop cancels it, a screenshot is saved.
+"""JupyterLab and Notebook 7 in headless Debian Chromium: a waiting `%%agent` cell streams, its Stop
+button cancels it while the cell is still executing, and the saved notebook shows the answer without
+a kernel (its HTML export, opened in the browser).
 
-Runs a real ``jupyter lab`` on 127.0.0.1 with a token and no network needs, and drives Debian's
-``/usr/bin/chromium`` through Playwright's Python driver (no browser download). The screenshot lands
-in ``artifacts/`` (ignored by git) for a person to look at.
+Runs a real ``jupyter lab`` (which also serves Notebook 7's ``/notebooks/`` pages) on 127.0.0.1 with a
+token and no network needs, and drives Debian's ``/usr/bin/chromium`` through Playwright's Python
+driver (no browser download). No tinyagents setting is made: the cell waits by default. Screenshots
+land in ``artifacts/`` (ignored by git) for a person to look at.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -16,6 +20,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,6 +65,7 @@ def _notebook(path: Path) -> None:
 
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[str]:
+    """The server's base URL; the notebook is ``agent.ipynb`` in its root (``tmp_path / "root"``)."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
@@ -78,8 +84,8 @@ def lab(tmp_path: Path) -> Iterator[str]:
         "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
         "JUPYTERLAB_SETTINGS_DIR": str(settings),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "TINYAGENTS_NB_BLOCKING": "0",
     }
+    env.pop("TINYAGENTS_NB_BLOCKING", None)
     port = _free_port()
     log = (tmp_path / "lab.log").open("w")
     server = subprocess.Popen(
@@ -87,6 +93,7 @@ def lab(tmp_path: Path) -> Iterator[str]:
             sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
             f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}",
             f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+            "--JupyterNotebookApp.expose_app_in_browser=True",
         ],
         env=env, stdout=subprocess.DEVNULL, stderr=log,
     )  # fmt: skip
@@ -100,7 +107,7 @@ def lab(tmp_path: Path) -> Iterator[str]:
                 time.sleep(0.2)
         else:
             raise AssertionError("jupyter lab did not start: " + (tmp_path / "lab.log").read_text()[-2000:])
-        yield f"http://127.0.0.1:{port}/lab/tree/agent.ipynb?reset&token={TOKEN}"
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         try:
@@ -111,7 +118,40 @@ def lab(tmp_path: Path) -> Iterator[str]:
         log.close()
 
 
-def test_agent_cell_streams_and_stop_cancels(lab: str) -> None:
+def _accept_dialogs(page: Any) -> None:
+    """Accept a "Select Kernel" dialog, which the frontend may show while the kernel is still starting."""
+    accept = page.locator(".jp-Dialog button.jp-mod-accept")
+    if accept.count() and accept.first.is_visible():
+        accept.first.click()
+
+
+def _run_cell(page: Any, panel: Any, index: int) -> None:
+    """Run cell ``index`` through the app's command (retried: before the kernel is connected it does nothing)."""
+    from playwright.sync_api import expect
+
+    prompt = panel.locator(".jp-Cell").nth(index).locator(".jp-InputPrompt")
+    for _ in range(30):
+        _accept_dialogs(page)
+        page.evaluate(
+            """(i) => {
+                const panel = window.jupyterapp.shell.currentWidget;
+                panel.content.activeCellIndex = i;
+                window.jupyterapp.commands.execute('notebook:run-cell');
+            }""",
+            index,
+        )
+        try:
+            expect(prompt).to_contain_text(re.compile(r"\[[0-9*]+\]"), timeout=2_000)
+            return
+        except AssertionError:
+            continue
+    raise AssertionError(f"cell {index} never started")
+
+
+@pytest.mark.parametrize("frontend", ["lab", "notebook"])
+def test_stop_cancels_a_waiting_cell_and_the_saved_notebook_shows_the_answer(
+    lab: str, frontend: str, tmp_path: Path
+) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -119,35 +159,90 @@ def test_agent_cell_streams_and_stop_cancels(lab: str) -> None:
         "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
     ]  # fmt: skip
+    path = "/lab/tree/agent.ipynb?reset" if frontend == "lab" else "/notebooks/agent.ipynb?"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(lab)
+            page.goto(f"{lab}{path}&token={TOKEN}")
             panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
             expect(panel).to_be_visible(timeout=60_000)
-            expect(page.locator("#jp-main-statusbar")).to_contain_text("Idle", timeout=60_000)
-            for index in range(len(CELLS)):
-                page.evaluate(
-                    """(i) => {
-                        const panel = window.jupyterapp.shell.currentWidget;
-                        panel.content.activeCellIndex = i;
-                        window.jupyterapp.commands.execute('notebook:run-cell');
-                    }""",
-                    index,
-                )
-                if index < len(CELLS) - 1:
-                    cell = panel.locator(".jp-Cell").nth(index)
-                    expect(cell.locator(".jp-InputPrompt")).to_contain_text(f"[{index + 1}]", timeout=60_000)
-            output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-OutputArea")
-            expect(output).to_contain_text("word3", timeout=60_000)  # text streams in
-            page.screenshot(path=str(ARTIFACTS / "jupyterlab-agent-streaming.png"), full_page=True)
+            page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)
+            page.wait_for_function(
+                "() => window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel?.status === 'idle'",
+                timeout=60_000,
+            )
+            for index in range(len(CELLS) - 1):
+                _run_cell(page, panel, index)
+                prompt = panel.locator(".jp-Cell").nth(index).locator(".jp-InputPrompt")
+                expect(prompt).to_contain_text(f"[{index + 1}]", timeout=60_000)
+            last = panel.locator(".jp-Cell").nth(len(CELLS) - 1)
+            _run_cell(page, panel, len(CELLS) - 1)
+            output = last.locator(".jp-OutputArea")
+            expect(output).to_contain_text("word3", timeout=60_000)  # text streams in while the cell waits
+            expect(last.locator(".jp-InputPrompt")).to_contain_text("[*]")
+            page.screenshot(path=str(ARTIFACTS / f"{frontend}-waiting-streaming.png"), full_page=True)
+            _accept_dialogs(page)
             stop = output.locator("button", has_text="Stop").first
+            expect(stop).to_be_enabled()
             stop.click()
             expect(output).to_contain_text("cancelled", timeout=15_000)
+            expect(last.locator(".jp-InputPrompt")).to_contain_text(f"[{len(CELLS)}]", timeout=15_000)
             shown = output.inner_text()
             assert "word3" in shown
             assert "word399" not in shown  # it stopped long before the end
-            page.screenshot(path=str(ARTIFACTS / "jupyterlab-agent-stop.png"), full_page=True)
+            assert "running" not in shown
+            page.screenshot(path=str(ARTIFACTS / f"{frontend}-waiting-stopped.png"), full_page=True)
+            page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+            saved = tmp_path / "root" / "agent.ipynb"
+            deadline = time.monotonic() + 30
+            while "stopped here" not in saved.read_text() and time.monotonic() < deadline:
+                time.sleep(0.2)
+            html = tmp_path / "agent.html"
+            subprocess.run(
+                [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(saved), "--output", str(html)],
+                check=True, capture_output=True, timeout=120,
+            )  # fmt: skip
+            page.goto(html.as_uri())  # the saved notebook, no kernel and no widget state
+            body = page.locator("body")
+            expect(body).to_contain_text("word3", timeout=15_000)
+            expect(body).to_contain_text("cancelled (stop button)")
+            assert "running" not in body.inner_text()
+            page.screenshot(path=str(ARTIFACTS / f"{frontend}-saved-export.png"), full_page=True)
+        finally:
+            browser.close()
+
+
+def test_after_a_kernel_restart_a_live_dashboard_says_the_kernel_is_gone(lab: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        try:
+            page.goto(f"{lab}/lab/tree/agent.ipynb?reset&token={TOKEN}")
+            panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
+            expect(panel).to_be_visible(timeout=60_000)
+            page.wait_for_function(
+                "() => window.jupyterapp.shell.currentWidget.sessionContext?.session?.kernel?.status === 'idle'",
+                timeout=60_000,
+            )
+            page.evaluate(
+                """() => window.jupyterapp.shell.currentWidget.content.widgets[2].model.sharedModel.setSource(
+                    '%%agent --background --model slow\\nTell me a very long story.')"""
+            )
+            for index in range(len(CELLS)):
+                _run_cell(page, panel, index)
+                prompt = panel.locator(".jp-Cell").nth(index).locator(".jp-InputPrompt")
+                expect(prompt).to_contain_text(f"[{index + 1}]", timeout=60_000)
+            output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-OutputArea")
+            expect(output).to_contain_text("word3", timeout=60_000)
+            gone = output.locator(".tinyagents-gone")
+            expect(gone).to_be_hidden()  # the kernel is alive: no note
+            page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
+            expect(gone).to_be_visible(timeout=30_000)
+            expect(gone).to_contain_text("kernel gone")
+            page.screenshot(path=str(ARTIFACTS / "lab-kernel-restarted.png"), full_page=True)
         finally:
             browser.close()

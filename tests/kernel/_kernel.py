@@ -39,8 +39,17 @@ class CellResult:
         return "\n".join(p for p in parts if p)
 
 
+def _update(outputs: list[dict[str, Any]], content: dict[str, Any]) -> None:
+    """Apply an ``update_display_data`` the way frontends do: replace the outputs with its display id."""
+    display_id = content.get("transient", {}).get("display_id")
+    for index, out in enumerate(outputs):
+        if display_id is not None and out.get("transient", {}).get("display_id") == display_id:
+            outputs[index] = {**out, "data": content["data"], "metadata": content.get("metadata", {})}
+
+
 class KernelHarness:
     def __init__(self, python: str, workdir: Path) -> None:
+        self.workdir = workdir
         spec_dir = workdir / "kernels" / "tinyagents-test"
         spec_dir.mkdir(parents=True, exist_ok=True)
         (spec_dir / "kernel.json").write_text(
@@ -49,7 +58,7 @@ class KernelHarness:
                     "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
                     "display_name": "tinyagents test kernel",
                     "language": "python",
-                    "env": {"TINYAGENTS_NB_BLOCKING": "0", "PYDEVD_DISABLE_FILE_VALIDATION": "1"},
+                    "env": {"PYDEVD_DISABLE_FILE_VALIDATION": "1"},
                 }
             )
         )
@@ -97,6 +106,8 @@ class KernelHarness:
                     result.stderr += content["text"]
             elif kind in ("execute_result", "display_data"):
                 result.outputs.append(content)
+            elif kind == "update_display_data":
+                _update(result.outputs, content)
             elif kind == "error":
                 result.error = content
             elif kind == "status" and content["execution_state"] == "idle":
@@ -118,3 +129,86 @@ class KernelHarness:
         if out.error:
             raise AssertionError(f"{expr!r} failed in the kernel: {out.error['ename']}: {out.error['evalue']}")
         return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class LiveCell:
+    """A cell sent without waiting for it, watched message by message (widgets included), as a frontend does.
+
+    Tracks the widget models the kernel opens (``comm_open``) with their state and every state update
+    (``comm_msg``), and the cell's outputs with ``update_display_data`` applied.
+    """
+
+    def __init__(self, kernel: KernelHarness, code: str) -> None:
+        self.kernel = kernel
+        self.msg_id = kernel.kc.execute(code, store_history=True)
+        self.result = CellResult(msg_id=self.msg_id, status="")
+        self.models: dict[str, dict[str, Any]] = {}
+        self.idle = False
+
+    def pump(self, until: Any = None, *, timeout: float = 30.0) -> bool:
+        """Process IOPub messages until ``until(self)`` holds or the cell is idle; returns whether it held."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if until is not None and until(self):
+                return True
+            if self.idle and until is None:
+                return True
+            try:
+                msg = self.kernel.kc.get_iopub_msg(timeout=0.05)
+            except queue.Empty:
+                continue
+            self._handle(msg)
+        return until(self) if until is not None else self.idle
+
+    def _handle(self, msg: dict[str, Any]) -> None:
+        kind, content = msg["msg_type"], msg["content"]
+        if kind == "comm_open":
+            self.models[content["comm_id"]] = dict(content.get("data", {}).get("state", {}))
+        elif kind == "comm_msg":
+            data = content.get("data", {})
+            if data.get("method") in ("update", "echo_update"):
+                self.models.setdefault(content["comm_id"], {}).update(data.get("state", {}))
+        if msg["parent_header"].get("msg_id") != self.msg_id:
+            return
+        if kind == "stream":
+            self.result.stdout += content["text"] if content["name"] == "stdout" else ""
+        elif kind in ("execute_result", "display_data"):
+            self.result.outputs.append(content)
+        elif kind == "update_display_data":
+            _update(self.result.outputs, content)
+        elif kind == "error":
+            self.result.error = content
+        elif kind == "status" and content["execution_state"] == "idle":
+            self.idle = True
+
+    def widget(self, model: str, **match: Any) -> str:
+        """The comm id of the first widget of this model name whose state has these values."""
+        for comm_id, state in self.models.items():
+            if state.get("_model_name") == model and all(state.get(k) == v for k, v in match.items()):
+                return comm_id
+        raise LookupError(f"no {model} with {match} among {len(self.models)} widgets")
+
+    def html(self) -> str:
+        """Every HTML/Label widget's current value, joined (what the dashboard shows)."""
+        return "\n".join(
+            str(s.get("value", "")) for s in self.models.values() if s.get("_model_name") in ("HTMLModel", "LabelModel")
+        )
+
+    def markdown(self) -> str:
+        return "\n".join(o.get("data", {}).get("text/markdown", "") for o in self.result.outputs)
+
+    def send_state(self, comm_id: str, **state: Any) -> None:
+        """The frontend's message when the user edits a widget (e.g. types in a Text box)."""
+        msg = self.kernel.kc.session.msg(
+            "comm_msg", {"comm_id": comm_id, "data": {"method": "update", "state": state, "buffer_paths": []}}
+        )
+        self.kernel.kc.shell_channel.send(msg)
+
+    def finish(self, timeout: float = 60.0) -> CellResult:
+        if not self.pump(timeout=timeout):
+            raise TimeoutError(f"cell {self.msg_id} did not finish in {timeout} s")
+        reply = self.kernel.kc.get_shell_msg(timeout=timeout)
+        while reply["parent_header"].get("msg_id") != self.msg_id:
+            reply = self.kernel.kc.get_shell_msg(timeout=timeout)
+        self.result.status = reply["content"]["status"]
+        return self.result

@@ -1,4 +1,4 @@
-"""`%%agent` in a real kernel (6.x and 7.x): background runs, the Stop click, and ■ in blocking mode."""
+"""`%%agent` in a real kernel (6.x and 7.x): background runs, the Stop click, and ■ in a waiting cell."""
 
 from __future__ import annotations
 
@@ -31,10 +31,11 @@ def wait_for(kernel: KernelHarness, expr: str, *, timeout: float = 20.0) -> None
 
 def test_agent_cell_returns_at_once_and_other_cells_run(kernel: KernelHarness) -> None:
     assert kernel.execute(SETUP).status == "ok"
-    cell = kernel.execute("%%agent --model steady --name bg\nstream a long answer")
+    cell = kernel.execute("%%agent --model steady --background --name bg\nstream a long answer")
     assert cell.status == "ok"
     assert cell.elapsed_s < 10
-    assert "tinyagents run" in cell.text()  # the dashboard's text/plain for non-widget frontends
+    assert "tinyagents run bg: live dashboard" in cell.text()  # the text/plain beside the widget
+    assert "running" not in cell.text()
     wait_for(kernel, "'s3' in bg.dashboard.transcript.text()")
     latencies = sorted(kernel.execute("1+1").elapsed_s for _ in range(5))
     assert kernel.value("bg.done") is False
@@ -46,7 +47,7 @@ def test_agent_cell_returns_at_once_and_other_cells_run(kernel: KernelHarness) -
 
 def test_stop_click_cancels_an_agent_run_within_a_bound(kernel: KernelHarness) -> None:
     kernel.execute(SETUP)
-    kernel.execute("%%agent --model slow --name slowrun\ngo")
+    kernel.execute("%%agent --model slow --background --name slowrun\ngo")
     wait_for(kernel, "'w0' in slowrun.dashboard.transcript.text()")  # now waiting 2 s for the next chunk
     comm_id = kernel.value("slowrun.dashboard.controls.stop.model_id")
     clicked = time.monotonic()
@@ -58,15 +59,16 @@ def test_stop_click_cancels_an_agent_run_within_a_bound(kernel: KernelHarness) -
     assert elapsed < 1.5, f"Stop took {elapsed:.3f} s"
 
 
-def test_kernel_interrupt_in_blocking_mode_cancels_and_keeps_the_partial_text(kernel: KernelHarness) -> None:
+def test_kernel_interrupt_in_a_waiting_cell_cancels_and_keeps_the_partial_text(kernel: KernelHarness) -> None:
     kernel.execute(SETUP)
     msg_id = kernel.kc.execute("%%agent --model slow --wait --name blocked\ngo")
     time.sleep(3.5)  # w0 and w1 have streamed
     kernel.interrupt()
     result = kernel._collect(msg_id, 30)
     assert result.error is None, result.error  # the cell ends cleanly, not with a traceback wall
-    assert "w0" in result.stdout
-    assert "cancelled" in result.stdout
+    assert "interrupted: stopping the run" in result.stdout
+    assert "w0" in result.text()  # the record replaced the dashboard: partial text and summary
+    assert "[cancelled (interrupted)" in result.text()
     assert kernel.value("blocked.status") == "cancelled"
     assert kernel.value("'w299' in blocked.final_text") is False
 

@@ -1,7 +1,7 @@
-"""The default path: runs as tasks on a running loop (as in a kernel), controlled from later cells.
+"""``--background`` runs: the cell returns at once, the run streams on the session's loop thread.
 
-Each test runs its cells from inside an anyio test, so the magic sees a running loop exactly as it
-does in ipykernel, returns at once, and the run proceeds while the test awaits.
+Each test runs its cells from inside an anyio test and awaits the handles there, as a later cell of
+a notebook would; the runs themselves live on the session's own loop thread.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ async def test_the_cell_returns_at_once_and_the_handle_is_awaitable(
     shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session.register_model("slow", SlowModel(ScriptedModel(["late answer"]), delay_s=0.2))
-    run_ok(shell, "%%agent --model slow --name job\nhi")
+    run_ok(shell, "%%agent --background --model slow --name job\nhi")
     job = shell.user_ns["job"]
     assert isinstance(job, NotebookRun)
     assert job.mode == "background"
@@ -56,7 +56,7 @@ async def test_the_cell_returns_at_once_and_the_handle_is_awaitable(
 
 async def test_stop_cancels_a_slow_background_run(shell: InteractiveShell, session: NotebookSession) -> None:
     session.register_model("slow", SlowModel(ScriptedModel(["never"]), delay_s=30))
-    run_ok(shell, "%%agent --model slow\nthis takes forever")
+    run_ok(shell, "%%agent --background --model slow\nthis takes forever")
     handle = last_run(shell)
     await anyio.sleep(0.05)
     with anyio.fail_after(5):
@@ -74,7 +74,7 @@ async def test_stop_all_and_stop_by_name(
 ) -> None:
     session.register_model("slow", SlowModel(ScriptedModel(["a", "b", "c"]), delay_s=30))
     for name in ("one", "two", "three"):
-        run_ok(shell, f"%%agent --model slow --name {name}\nrun {name}")
+        run_ok(shell, f"%%agent --background --new-thread --model slow --name {name}\nrun {name}")
     run_ok(shell, "%agent stop two")
     await shell.user_ns["two"].wait()
     assert [r.status for r in session.runs] == ["running", "cancelled", "running"]
@@ -93,7 +93,7 @@ async def test_steer_reaches_the_next_model_request(shell: InteractiveShell, ses
     inner = ScriptedModel([ScriptedModel.tool_call("noop"), "steered answer"])
     session.register_model("slow", SlowModel(inner, delay_s=0.2))
     session.register_tool(_noop, name="noop")
-    run_ok(shell, "%%agent --model slow\nstart working")
+    run_ok(shell, "%%agent --background --model slow\nstart working")
     handle = last_run(shell)
     run_ok(shell, '%agent steer "Only report the totals."')
     run_ok(shell, "%agent redirect Answer in French.")
@@ -109,7 +109,7 @@ async def test_pause_holds_the_run_until_resume(shell: InteractiveShell, session
     slow = SlowModel(inner, delay_s=0.1)
     session.register_model("slow", slow)
     session.register_tool(_noop, name="noop")
-    run_ok(shell, "%%agent --model slow --name p\ngo")
+    run_ok(shell, "%%agent --background --model slow --name p\ngo")
     handle = shell.user_ns["p"]
     await until(lambda: slow.calls == 1)  # inside its first model call
     run_ok(shell, "%agent pause p")
@@ -127,7 +127,7 @@ async def test_handle_methods_control_the_run(shell: InteractiveShell, session: 
     inner = ScriptedModel([ScriptedModel.tool_call("noop"), "ok"])
     session.register_model("slow", SlowModel(inner, delay_s=0.1))
     session.register_tool(_noop, name="noop")
-    run_ok(shell, "%%agent --model slow\ngo")
+    run_ok(shell, "%%agent --background --model slow\ngo")
     handle = last_run(shell)
     handle.steer("from Python")
     run = await handle.result()
@@ -139,10 +139,10 @@ async def test_rerunning_a_cell_stops_its_earlier_run(
     shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session.register_model("slow", SlowModel(ScriptedModel(["first", "second"]), delay_s=0.3))
-    source = "%%agent --model slow --name r\nsame cell"
+    source = "%%agent --background --model slow --name r\nsame cell"
     run_ok(shell, source, cell_id="cell-1")
     first = shell.user_ns["r"]
-    run_ok(shell, "%%agent --model slow\nanother cell", cell_id="cell-2")
+    run_ok(shell, "%%agent --background --model slow\nanother cell", cell_id="cell-2")
     other = last_run(shell)
     run_ok(shell, source, cell_id="cell-1")
     second = shell.user_ns["r"]
@@ -157,9 +157,9 @@ async def test_rerunning_a_cell_stops_its_earlier_run(
 
 async def test_rerun_detection_falls_back_to_the_cell_source(shell: InteractiveShell, session: NotebookSession) -> None:
     session.register_model("slow", SlowModel(ScriptedModel(["a", "b"]), delay_s=0.3))
-    run_ok(shell, "%%agent --model slow\nno cell id here")
+    run_ok(shell, "%%agent --background --model slow\nno cell id here")
     first = last_run(shell)
-    run_ok(shell, "%%agent --model slow\nno cell id here")
+    run_ok(shell, "%%agent --background --model slow\nno cell id here")
     assert (await first.wait()).status == "cancelled"
     assert (await last_run(shell).wait()).status == "completed"
 
@@ -169,7 +169,7 @@ async def test_a_failed_background_run_shows_in_its_dashboard(
 ) -> None:
     failing = ScriptedModel([ProviderError("upstream is down", provider="acme", model="x", retryable=False)])
     session.register_model("broken", failing)
-    run_ok(shell, "%%agent --model broken\nhi")
+    run_ok(shell, "%%agent --background --model broken\nhi")
     handle = last_run(shell)
     run = await handle.wait()
     assert run.status == "failed"
@@ -194,10 +194,27 @@ async def test_an_interrupt_cancels_a_blocking_run_and_keeps_the_partial_answer(
         timer.cancel()
     handle = last_run(shell)
     assert handle.status == "cancelled"
-    assert handle.mode == "blocking"
+    assert handle.mode == "waiting"
     out = capsys.readouterr().out
     assert "interrupted: stopping the run" in out
     assert out.strip().splitlines()[-1].startswith("[cancelled (interrupted) · 0 model calls")
     assert handle.final_text.startswith("w0 w1 ")
     assert len(handle.final_text) < len("".join(words))
-    assert handle.dashboard.state.finished  # the cell thread made the final flush
+    await until(lambda: handle.dashboard.state.finished)
+
+
+async def test_a_queued_run_cancelled_while_waiting_ends_at_once(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    session.register_model("slow", SlowModel(ScriptedModel(["never", "also never"]), delay_s=30))
+    run_ok(shell, "%%agent --background --model slow --name ahead\nfirst")
+    run_ok(shell, "%%agent --background --model slow --name behind\nsecond")
+    behind = shell.user_ns["behind"]
+    assert behind.status == "queued"
+    behind.cancel("not needed")
+    with anyio.fail_after(5):  # does not wait for the run ahead of it
+        run = await behind.wait()
+    assert run.status == "cancelled"
+    assert shell.user_ns["ahead"].status == "running"
+    shell.user_ns["ahead"].cancel("test over")
+    await shell.user_ns["ahead"].wait()

@@ -7,7 +7,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from tinyagents_nb.harness import AssistantMessage, SystemMessage, ToolMessage, Usage, UserMessage
-from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 from tinyagents_nb.magics import NotebookSession
 
 from .conftest import last_run, run_error, run_ok
@@ -17,7 +17,7 @@ def texts(messages: object) -> list[tuple[str, str]]:
     return [(type(m).__name__, m.text) for m in messages]  # type: ignore[attr-defined]
 
 
-def test_wait_prints_the_answer_and_a_deterministic_summary(
+def test_wait_shows_the_dashboard_then_a_deterministic_record(
     shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session.register_model(
@@ -25,26 +25,31 @@ def test_wait_prints_the_answer_and_a_deterministic_summary(
     )
     result = run_ok(shell, "%%agent --model fake --wait\nWhat is the capital of France?")
     assert result.result is None  # the dashboard is displayed, not returned
-    out = capsys.readouterr().out
-    lines = out.strip().splitlines()
-    assert lines[0] == "<tinyagents run: running>"  # the dashboard's text/plain, shown before the run starts
-    assert lines[-2:] == ["Paris.", "[completed · 1 model call · 0 tool calls · 15 tokens (12 in, 3 out) · $0.000000]"]
-    assert "no running event loop" not in out  # --wait asked for blocking explicitly
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert lines[0].startswith("<tinyagents run: live dashboard")  # never "running": it may outlive its kernel
+    assert lines[1:] == [
+        "agent run · fake",
+        "Paris.",
+        "[completed · 1 model call · 0 tool calls · 15 tokens (12 in, 3 out) · $0.000000]",
+    ]
     run = last_run(shell)
-    assert run.mode == "blocking"
+    assert run.mode == "waiting"
     assert run.status == "completed"
     assert run.final_text == "Paris."
-    assert run.dashboard.summary_text().startswith("<tinyagents run: completed")
+    record = run._repr_mimebundle_()
+    assert record["text/markdown"].startswith("**agent run** · `fake`\n\nParis.")
+    assert "running" not in record["text/plain"]
 
 
-def test_without_a_running_loop_the_cell_blocks_with_a_notice(
+def test_the_default_mode_waits_with_no_setting(
     shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
     session.register_model("fake", ScriptedModel(["ok"]))
     run_ok(shell, "%%agent --model fake\nhi")
-    out = capsys.readouterr().out
-    assert out.splitlines()[0] == "no running event loop (not a Jupyter kernel): running in blocking mode"
-    assert last_run(shell).status == "completed"
+    run = last_run(shell)
+    assert run.mode == "waiting"
+    assert run.status == "completed"  # done when the cell returned
+    assert "ok" in capsys.readouterr().out
 
 
 def test_a_follow_up_cell_continues_the_thread(shell: InteractiveShell, session: NotebookSession) -> None:
@@ -143,36 +148,32 @@ def test_name_binds_the_handle_and_underscore_agent_always(shell: InteractiveShe
     assert session.runs == [first, shell.user_ns["_agent"]]
 
 
-def test_env_variable_forces_blocking_even_with_a_running_loop(
+def test_env_variable_overrides_the_default_mode(
     shell: InteractiveShell, session: NotebookSession, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import asyncio
-
-    session.register_model("fake", ScriptedModel(["done"]))
+    session.register_model("fake", SlowModel(ScriptedModel(["done", "again"]), delay_s=0.2))
+    monkeypatch.setenv("TINYAGENTS_NB_BLOCKING", "0")
+    run_ok(shell, "%%agent --model fake\nhi")
+    background = last_run(shell)
+    assert background.mode == "background"
+    assert not background.done  # the cell returned while the run waits on its model
     monkeypatch.setenv("TINYAGENTS_NB_BLOCKING", "1")
-
-    async def in_a_loop() -> None:
-        run_ok(shell, "%%agent --model fake\nhi")
-        run = last_run(shell)
-        assert run.mode == "blocking"
-        assert run.done
-        assert run.final_text == "done"
-
-    asyncio.run(in_a_loop())
+    run_ok(shell, "%config AgentMagics.blocking = False")
+    run_ok(shell, "%%agent --model fake\nagain")
+    waiting = last_run(shell)
+    assert waiting.mode == "waiting"
+    assert background.done  # the waiting run queued behind it on the same thread
+    assert waiting.done
 
 
-def test_blocking_config_forces_blocking(shell: InteractiveShell, session: NotebookSession) -> None:
-    import asyncio
-
-    session.register_model("fake", ScriptedModel(["done"]))
-    run_ok(shell, "%config AgentMagics.blocking = True")
-
-    async def in_a_loop() -> None:
-        run_ok(shell, "%%agent --model fake\nhi")
-        assert last_run(shell).mode == "blocking"
-        assert last_run(shell).done
-
-    asyncio.run(in_a_loop())
+def test_blocking_config_false_makes_background_the_default(shell: InteractiveShell, session: NotebookSession) -> None:
+    session.register_model("fake", SlowModel(ScriptedModel(["one", "two"]), delay_s=0.2))
+    run_ok(shell, "%config AgentMagics.blocking = False")
+    run_ok(shell, "%%agent --model fake\nhi")
+    assert last_run(shell).mode == "background"
+    run_ok(shell, "%%agent --model fake --wait\nhi again")
+    assert last_run(shell).mode == "waiting"
+    assert last_run(shell).done
 
 
 def test_limits_and_timeout_flags_reach_the_run(

@@ -36,7 +36,6 @@ __all__ = [
     "error_line",
     "history_frame",
     "models_frame",
-    "outcome_lines",
     "runs_frame",
     "summary_line",
     "tools_frame",
@@ -90,19 +89,6 @@ def summary_line(run: NotebookRun) -> str:
         usd_text(cost),
     ]
     return "[" + " · ".join(parts) + "]"
-
-
-def outcome_lines(run: NotebookRun) -> list[str]:
-    """What a blocking cell prints when its run ends: the answer (or partial text), a failure line, the summary."""
-    lines: list[str] = []
-    outcome = run.outcome
-    text = run.final_text
-    if text:
-        lines.append(text)
-    if outcome is not None and outcome.status == "failed" and outcome.error is not None:
-        lines.append(f"run failed: {error_line(outcome.error)}")
-    lines.append(summary_line(run))
-    return lines
 
 
 # ------------------------------------------------------------------------------------------ tables

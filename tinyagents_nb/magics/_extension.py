@@ -1,13 +1,22 @@
-"""``load_ipython_extension`` / ``unload_ipython_extension``: what ``%load_ext tinyagents_nb`` runs."""
+"""``load_ipython_extension`` / ``unload_ipython_extension``: what ``%load_ext tinyagents_nb`` runs.
+
+Besides the magics it wires two kernel hooks (see ``_waiting`` and ``_interrupt``): on ipykernel
+7.x an input transformer makes waiting ``%%agent`` cells awaiting ones, so the dashboard's buttons
+work while they wait; and ■ on an idle kernel cancels background runs.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from ._interrupt import install_idle_interrupt, uninstall_idle_interrupt
 from ._magics import AgentMagics
-from ._session import _replace_session
+from ._session import _replace_session, get_session
+from ._waiting import agent_cell_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
+
+_TRANSFORMERS: dict[int, Any] = {}  # id(shell) -> the transformer we added
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -17,10 +26,15 @@ def load_ipython_extension(ipython: Any) -> None:
     magics = AgentMagics(ipython)
     ipython.register_magics(magics)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
+    if (kernel_major(ipython) or 0) >= 7:
+        transform = agent_cell_transformer(magics.waits)
+        ipython.input_transformers_cleanup.append(transform)
+        _TRANSFORMERS[id(ipython)] = transform
+    install_idle_interrupt(ipython, get_session)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
-    """Undo ``load_ipython_extension``: remove the magics and hook, cancel active runs, close the session.
+    """Undo ``load_ipython_extension``: remove the magics and hooks, cancel active runs, close the session.
 
     ``%reload_ext`` therefore starts a fresh session; models and tools registered from Python go with it.
     """
@@ -35,8 +49,13 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.events.unregister("pre_run_cell", magics.pre_run_cell)
     except ValueError:  # already gone
         pass
+    transform = _TRANSFORMERS.pop(id(ipython), None)
+    if transform is not None and transform in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.remove(transform)
+    uninstall_idle_interrupt(ipython)
     if magics in ipython.configurables:
         ipython.configurables.remove(magics)
     session = _replace_session(None)
     if session is not None:
         session.close()
+        session.loop.close()

@@ -1,17 +1,15 @@
 """``NotebookRun``: the handle ``%%agent`` binds to ``_agent``, for awaiting, controlling and showing a run.
 
-A run executes in one of two ways, and the handle hides which:
+Every run executes on the session's own loop thread (``SessionLoop``), whatever its cell does:
 
-- **background** (the default in a kernel): ``start()`` creates the run's task on the kernel's own
-  event loop and returns at once, so the kernel goes idle and Stop clicks, ``%agent stop`` and other
-  cells are handled while the run streams. The dashboard's flusher runs on that loop too.
-- **blocking** (``--wait``, for Run All, nbclient and nbval): ``run_blocking()`` runs the loop in a
-  worker thread (``asyncio.run``) because the cell is synchronous code on the kernel's main thread,
-  whose own loop must not be re-entered. The cell thread waits with a timed ``Future.result`` so a
-  kernel interrupt (``KeyboardInterrupt``) reaches it; it then cancels the run cooperatively and
-  waits for it to end. The waiting cell thread is the only thread that writes widgets (through the
-  ``on_tick`` callback, i.e. ``RunDashboard.flush``): the worker only emits events, which the
-  dashboard's listener turns into plain state.
+- **waiting** (the default): the cell stays busy until the run ends, so outputs land in the cell
+  and Run All, nbclient, papermill and nbval see cells act in order. How the waiting cell still
+  hears the dashboard's buttons is ``_waiting``'s business.
+- **background** (``--background``): the cell returns at once; the run keeps streaming while
+  other cells run, even synchronous ones, because it is not on the kernel's thread.
+
+A run on a conversation thread that already has an unfinished run is **queued** behind it, so one
+conversation never has two runs racing and a follow-up always sees the answer before it.
 
 Control methods (``cancel``, ``pause``, ``resume``, ``steer``, ``redirect``) are thread-safe: they
 queue steering commands or trip the cancellation token, which the loop reads at its checkpoints.
@@ -20,16 +18,29 @@ queue steering commands or trip the cancellation token, which the loop reads at 
 from __future__ import annotations
 
 import asyncio
-import threading
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from tinyagents_nb.harness import AgentHarness, AgentRun, AgentStream, AssistantMessage, RunContext
 
-__all__ = ["NotebookRun", "RunMode"]
+from ._loop import SessionLoop
 
-RunMode = Literal["background", "blocking"]
+__all__ = ["NotebookRun", "RunMode", "RunView"]
+
+RunMode = Literal["background", "waiting"]
+
+
+class RunView(Protocol):
+    """Where a run is shown (the cell that started it); called from the session's loop thread."""
+
+    def bundle(self) -> dict[str, Any]:
+        """The run's current mimebundle: the live dashboard, or the record once ended."""
+        ...
+
+    def ended(self) -> None:
+        """The run ended: replace the live view by the static record."""
+        ...
 
 
 class NotebookRun:
@@ -43,7 +54,8 @@ class NotebookRun:
         model: The model's name.
         cell_key: Identifies the notebook cell that started the run (for re-run handling).
         dashboard: The ``RunDashboard`` showing the run, when one was made.
-        mode: ``background`` or ``blocking`` once started; ``None`` before.
+        view: Where the run is shown, when it is (set by the magic).
+        mode: ``waiting`` or ``background`` once started; ``None`` before.
     """
 
     def __init__(
@@ -55,19 +67,22 @@ class NotebookRun:
         model: str,
         name: str | None = None,
         cell_key: str | None = None,
+        launcher: Callable[[NotebookRun, RunMode], object] | None = None,
     ) -> None:
         self.stream = stream
+        self._launcher = launcher
         self.harness = harness
         self.prompt = prompt
         self.model = model
         self.name = name
         self.cell_key = cell_key
         self.dashboard: Any = None
+        self.view: RunView | None = None
         self.mode: RunMode | None = None
         self._outcome: AgentRun | None = None
         self._crash: BaseException | None = None
         self._future: Future[AgentRun] | None = None
-        self._closer: asyncio.Task[None] | None = None
+        self._queued = False
 
     # ------------------------------------------------------------------ identity and state
     @property
@@ -94,18 +109,30 @@ class NotebookRun:
         return self._outcome
 
     @property
+    def crash(self) -> BaseException | None:
+        """An error that ended the run outside the harness's own handling (it is then ``failed``)."""
+        return self._crash
+
+    @property
+    def future(self) -> Future[AgentRun] | None:
+        """Resolves when the run has ended and its record was published; ``None`` before ``start``."""
+        return self._future
+
+    @property
     def done(self) -> bool:
-        return self._outcome is not None or self._crash is not None or self.stream.done
+        return self._future.done() if self._future is not None else False
 
     @property
     def status(self) -> str:
-        """``pending``, ``running``, ``paused``, ``completed``, ``failed`` or ``cancelled``."""
+        """``pending``, ``queued``, ``running``, ``paused``, ``completed``, ``failed`` or ``cancelled``."""
         if self._outcome is not None:
             return self._outcome.status
         if self._crash is not None:
             return "failed"
         if self.mode is None:
             return "pending"
+        if self._queued:
+            return "queued"
         live = self.stream.status
         if live.status != "running":
             return live.status
@@ -126,7 +153,7 @@ class NotebookRun:
 
     # ------------------------------------------------------------------ control (any thread)
     def cancel(self, reason: str | None = "cancelled from the notebook") -> None:
-        """Stop the run cooperatively; it ends as ``cancelled`` with its partial transcript."""
+        """Stop the run cooperatively (a queued run ends before it starts); it ends as ``cancelled``."""
         self.stream.cancel(reason)
 
     def pause(self, reason: str | None = None) -> None:
@@ -144,110 +171,74 @@ class NotebookRun:
         """Change the run's course with a system instruction before its next model call."""
         self.stream.redirect(instruction)
 
-    # ------------------------------------------------------------------ background mode (kernel loop)
-    def start(self) -> None:
-        """Start as a task on the running event loop and return at once (idempotent).
+    # ------------------------------------------------------------------ running (session loop)
+    def start(self, mode: RunMode = "background") -> None:
+        """Start through the session that made the run (queued behind its thread's unfinished run); idempotent.
 
         Raises:
-            RuntimeError: No event loop is running in this thread (use ``run_blocking``).
+            RuntimeError: The run was made without a session (use ``launch``).
         """
-        if self.mode is not None:
-            return
-        loop = asyncio.get_running_loop()
-        self.mode = "background"
-        if self.dashboard is not None:
-            self.dashboard.start()
-        task = self.stream.start()
-        task.add_done_callback(lambda done: self._on_task_done(done, loop))
+        if self._future is None:
+            if self._launcher is None:
+                raise RuntimeError(f"run {self.label} has no session to start it; call launch(loop, ...)")
+            self._launcher(self, mode)
 
-    def _on_task_done(self, task: asyncio.Task[AgentRun], loop: asyncio.AbstractEventLoop) -> None:
-        if task.cancelled():
-            self._crash = asyncio.CancelledError("the run's task was cancelled")
-        elif (exc := task.exception()) is not None:
-            self._crash = exc
-        else:
-            self._outcome = task.result()
-        # An unconsumed AgentStream keeps a subscription on the (session-wide) sink: release it.
-        if not loop.is_closed():
-            self._closer = loop.create_task(self.stream.aclose())
-
-    # ------------------------------------------------------------------ blocking mode (cell thread)
-    def run_blocking(
-        self,
-        *,
-        poll_s: float = 0.1,
-        on_tick: Callable[[], None] | None = None,
-        on_interrupt: Callable[[int], None] | None = None,
-    ) -> AgentRun | None:
-        """Run in a worker thread while this thread waits; returns the finished run.
-
-        Args:
-            poll_s: How often ``on_tick`` runs while waiting (and how fast an interrupt is noticed).
-            on_tick: Called on this thread every ``poll_s`` and once at the end (the dashboard flush).
-            on_interrupt: Called with the count of ``KeyboardInterrupt``s received so far.
+    def launch(self, loop: SessionLoop, *, mode: RunMode, after: NotebookRun | None = None) -> Future[AgentRun]:
+        """Run on ``loop`` once ``after`` (the thread's previous run) has ended; idempotent.
 
         Returns:
-            The run, or ``None`` when a second interrupt stopped the wait before the run ended (it
-            keeps stopping in the background; ``await run.wait()`` gets it later).
+            A future resolved with the finished run after its record was shown.
         """
-        if self.mode is not None:
-            raise RuntimeError(f"run {self.label} was already started ({self.mode})")
-        self.mode = "blocking"
-        future: Future[AgentRun] = Future()
-        self._future = future
-        worker = threading.Thread(
-            target=self._work, args=(future,), name=f"tinyagents-run-{self.run_id[-8:]}", daemon=True
-        )
-        worker.start()
-        interrupts = 0
-        while True:
-            try:
-                run = future.result(timeout=poll_s)
-            except TimeoutError:
-                if on_tick is not None:
-                    on_tick()
-                continue
-            except KeyboardInterrupt:
-                interrupts += 1
-                self.cancel("interrupted")
-                if on_interrupt is not None:
-                    on_interrupt(interrupts)
-                if interrupts >= 2:
-                    return None
-                continue
-            break
-        if on_tick is not None:
-            on_tick()
-        return run
+        if self._future is None:
+            self.mode = mode
+            self._queued = after is not None and not after.done
+            self._future = loop.submit(self._main(after))
+        return self._future
 
-    def _work(self, future: Future[AgentRun]) -> None:
-        async def main() -> AgentRun:
-            try:
-                return await self.stream.wait()
-            finally:
-                await self.stream.aclose()
-                await self.harness.aclose()  # its HTTP clients belong to this thread's loop
-
+    async def _main(self, after: NotebookRun | None) -> AgentRun:
         try:
-            run = asyncio.run(main())
+            if after is not None and after._future is not None:
+                await self._queue_behind(after._future)
+            self._queued = False
+            if self.dashboard is not None:
+                self.dashboard.queued = False
+                self.dashboard.start()
+            else:
+                self.stream.start()
+            try:
+                run = await self.stream.wait()
+            finally:
+                await self.stream.aclose()  # an unconsumed stream keeps a subscription on the shared sink
         except BaseException as exc:
             self._crash = exc
-            future.set_exception(exc)
-        else:
-            self._outcome = run
-            future.set_result(run)
+            self._show_end()
+            raise
+        self._outcome = run
+        self._show_end()
+        return run
+
+    async def _queue_behind(self, previous: Future[AgentRun]) -> None:
+        """Wait for the thread's previous run to end (whatever its outcome), or for this run's cancel."""
+        ahead = asyncio.wrap_future(previous)
+        cancelled = asyncio.ensure_future(self.context.cancellation.cancelled())
+        try:
+            either: list[asyncio.Future[Any]] = [ahead, cancelled]
+            await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            cancelled.cancel()
+        if ahead.done() and not ahead.cancelled():
+            ahead.exception()  # retrieved: that run's failure is in its own record
+
+    def _show_end(self) -> None:
+        if self.view is not None:
+            self.view.ended()
 
     # ------------------------------------------------------------------ awaiting (any loop)
     async def wait(self) -> AgentRun:
-        """The finished run whatever its outcome (``run.error`` holds a failure or cancel)."""
-        if self._outcome is not None:
-            return self._outcome
-        if self._crash is not None:
-            raise self._crash
-        if self._future is not None:
-            return await asyncio.wrap_future(self._future)
+        """The finished run whatever its outcome (``run.error`` holds a failure or cancel); starts a pending run."""
         self.start()
-        return await self.stream.wait()
+        assert self._future is not None
+        return await asyncio.wrap_future(self._future)
 
     async def result(self) -> AgentRun:
         """The completed run; raises its error (``RunCancelled``, ``ProviderError``, ...) otherwise."""
@@ -261,9 +252,8 @@ class NotebookRun:
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        if self.dashboard is not None:
-            bundle: dict[str, Any] = self.dashboard._repr_mimebundle_(include=include, exclude=exclude)
-            return bundle
+        if self.view is not None:
+            return self.view.bundle()
         return {"text/plain": f"<tinyagents run {self.label}: {self.status}>"}
 
     def __repr__(self) -> str:

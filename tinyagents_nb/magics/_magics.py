@@ -4,11 +4,12 @@ A thin adapter: parse the line (``magic_arguments``, so ``%agent?`` shows genera
 the prompt's ``{expr}`` fields, delegate to the kernel's ``NotebookSession``, display the result.
 Bad input becomes a one-line ``UsageError`` with a hint, which IPython shows without a traceback.
 
-Settings are traitlets, so ``%config AgentMagics.blocking = True`` and ``c.AgentMagics.…`` in a
-config file work. Execution modes, and why (see ``_handle``): by default a run is a task on the
-kernel's event loop and the cell returns at once; blocking mode (``--wait``, ``blocking``, or
-``TINYAGENTS_NB_BLOCKING=1``) keeps the cell busy until the run ends so every output stays in the
-cell; a shell without a running loop (plain IPython, tests) always blocks, with a one-line notice.
+Settings are traitlets, so ``%config AgentMagics.blocking = False`` and ``c.AgentMagics.…`` in a
+config file work. Execution modes, and why (see ``_handle`` and ``_waiting``): by default a
+``%%agent`` cell waits for its run, so its outputs stay in the cell and Run All, nbclient,
+papermill and nbval act in order with no configuration; ``--background`` returns at once while the
+run streams on the session's loop thread. ``AgentMagics.blocking = False`` or
+``TINYAGENTS_NB_BLOCKING=0`` make background the default (``=1`` forces waiting).
 
 Re-running a cell whose earlier run is still going **stops** that run (cooperatively, with a
 one-line notice) before starting the new one: the old dashboard then shows it as cancelled instead
@@ -19,11 +20,10 @@ frontend's cell id when it sends one, else by their source.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import hashlib
-import logging
 import os
 import shlex
+import sys
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
@@ -36,17 +36,18 @@ from tinyagents_nb.harness import TinyAgentsError
 from tinyagents_nb.widgets import RunDashboard
 
 from ._commands import COMMANDS, run_command
-from ._display import error_line, outcome_lines
-from ._handle import NotebookRun
+from ._handle import NotebookRun, RunMode
 from ._interpolate import InterpolationError, interpolate
+from ._output import CellView
 from ._session import NotebookSession, _replace_session, get_session
+from ._waiting import UNREACHABLE, Delivery, sync_delivery, wait_async, wait_sync
 
 __all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
 
 BLOCKING_ENV = "TINYAGENTS_NB_BLOCKING"
-"""Set to ``1`` (e.g. in CI) to run every ``%%agent`` cell in blocking mode."""
+"""An override of ``AgentMagics.blocking``: ``0`` makes background the default, ``1`` waiting."""
 _TRUE = frozenset({"1", "true", "yes", "on"})
-_log = logging.getLogger("tinyagents_nb")
+_FALSE = frozenset({"0", "false", "no", "off"})
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
@@ -70,13 +71,6 @@ def usage_error(exc: BaseException) -> UsageError:
     return UsageError(text + (f" (hint: {hint})" if hint else ""))
 
 
-def _running_loop() -> asyncio.AbstractEventLoop | None:
-    try:
-        return asyncio.get_running_loop()
-    except RuntimeError:
-        return None
-
-
 def _digest(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass"), usedforsecurity=False).hexdigest()[:16]
 
@@ -91,7 +85,11 @@ class AgentMagics(magic.Magics):
         "empty means the offline demo model.",
     ).tag(config=True)
     system_prompt = Unicode("", help="System prompt for runs without --system.").tag(config=True)
-    blocking = Bool(False, help="Run every %%agent cell in blocking mode (like --wait).").tag(config=True)
+    blocking = Bool(
+        True,
+        help="Whether %%agent cells wait for their run (the default); False makes --background the default. "
+        "The TINYAGENTS_NB_BLOCKING environment variable (0 or 1) overrides it.",
+    ).tag(config=True)
     throttle_hz = Float(10.0, min=0.5, max=60.0, help="Dashboard updates per second while a run streams.").tag(
         config=True
     )
@@ -158,11 +156,11 @@ class AgentMagics(magic.Magics):
     @_argument("--new-thread", action="store_true", help="start a new conversation thread")
     @_argument("--max-model-calls", type=int, metavar="N", help="cap on model calls for this run")
     @_argument("--timeout", type=float, metavar="S", help="wall-clock budget in seconds")
-    @_argument("--wait", action="store_true", help="blocking mode: the cell waits for the run; ■ cancels it")
+    @_argument("--wait", action="store_true", help="the cell waits for the run (the default unless configured)")
     @_argument(
         "--background",
         action="store_true",
-        help="run in the background even when blocking is the default (AgentMagics.blocking or the env var)",
+        help="the cell returns at once; the run streams on while other cells run",
     )
     @_argument("--name", "-n", metavar="VAR", help="also bind the run handle to this variable")
     @_argument("--raw", action="store_true", help="send the cell as is, without {expr} interpolation")
@@ -171,16 +169,51 @@ class AgentMagics(magic.Magics):
         """Run the cell body as a prompt for an agent, with a live dashboard.
 
         The body may use {name} and {expression} from the notebook ({{ and }} are literal braces).
-        Follow-up cells continue the same conversation thread unless --new-thread. The run handle
-        is bound to _agent (and to --name): await it, or call .cancel(), .pause(), .resume(),
-        .steer(text) on it. Without --wait the cell returns at once and the run streams in the
-        background; %agent stop, %agent steer and the dashboard's buttons control it.
+        Follow-up cells continue the same conversation thread unless --new-thread. The cell waits
+        for the run (Stop, Pause, Resume and the steer box work meanwhile; ■ stops it), and the run
+        leaves its transcript and summary in the cell. With --background the cell returns at once.
+        The run handle is bound to _agent (and to --name): await it, or call .cancel(), .pause(),
+        .resume(), .steer(text) on it.
         """
+        run, mode = self._launch(line, cell, delivery=sync_delivery(self.shell))
+        if mode == "waiting":
+            future = run.future
+            assert future is not None
+            wait_sync(run, future, delivery=sync_delivery(self.shell), say=_say)
+
+    async def agent_cell_async(self, line: str, cell: str) -> None:
+        """``%%agent`` as an awaiting cell (ipykernel 7.x): the kernel handles clicks while it waits."""
+        run, mode = self._launch(line, cell, delivery="async")
+        if mode == "waiting":
+            future = run.future
+            assert future is not None
+            await wait_async(run, future, say=_say)
+
+    def waits(self, argv: list[str]) -> bool:
+        """Whether a ``%%agent`` line (split) runs in waiting mode; ``False`` for a line that does not parse."""
+        try:
+            args = self.agent_cell.parser.parse_args(argv)  # type: ignore[attr-defined]
+        except (UsageError, SystemExit):
+            return False
+        return self._mode(args) == "waiting"
+
+    def _mode(self, args: argparse.Namespace) -> RunMode:
+        if args.wait and args.background:
+            raise UsageError("--wait and --background cannot be combined")
+        if args.wait or args.background:
+            return "waiting" if args.wait else "background"
+        env = os.environ.get(BLOCKING_ENV, "").strip().lower()
+        default = True if env in _TRUE else False if env in _FALSE else self.blocking
+        return "waiting" if default else "background"
+
+    def _launch(self, line: str, cell: str, *, delivery: Delivery) -> tuple[NotebookRun, RunMode]:
+        """Parse, create, show and start the run; the caller waits for it or not."""
         args = _parse(self.agent_cell, line)
         if args.thread and args.new_thread:
             raise UsageError("--thread and --new-thread cannot be combined")
         if args.name is not None and not args.name.isidentifier():
             raise UsageError(f"--name {args.name!r} is not a valid Python variable name")
+        mode = self._mode(args)
         try:
             prompt = cell if args.raw else interpolate(cell, self.shell.user_ns if self.shell else {})
         except InterpolationError as exc:
@@ -209,19 +242,20 @@ class AgentMagics(magic.Magics):
         for old in session.supersede(key):
             print(f"stopped the earlier run {old.label} of this cell before running it again")
         self._bind(run, args.name)
-        if args.wait and args.background:
-            raise UsageError("--wait and --background cannot be combined")
-        default = self.blocking or os.environ.get(BLOCKING_ENV, "").strip().lower() in _TRUE
-        blocking = args.wait or (default and not args.background)
-        if not blocking and _running_loop() is None:
-            print("no running event loop (not a Jupyter kernel): running in blocking mode")
-            blocking = True
-        run.dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
-        display(run.dashboard)
-        if blocking:
-            self._wait_for(run)
-        else:
-            run.start()
+        dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
+        run.dashboard = dashboard
+        after = session.predecessor(run)
+        if after is not None:
+            dashboard.queued = f"queued behind run {after.label} on this thread"
+        if mode == "waiting" and delivery == "none":
+            dashboard.controls.unreachable = UNREACHABLE
+        dashboard.flush()
+        view = CellView(run, self.shell)
+        run.view = view
+        sys.stdout.flush()  # earlier lines of this cell stay above the dashboard
+        view.show()
+        session.start(run, mode=mode)
+        return run, mode
 
     def _bind(self, run: NotebookRun, name: str | None) -> None:
         if self.shell is None:
@@ -229,24 +263,6 @@ class AgentMagics(magic.Magics):
         self.shell.user_ns["_agent"] = run
         if name:
             self.shell.user_ns[name] = run
-
-    def _wait_for(self, run: NotebookRun) -> None:
-        """Blocking mode: the cell thread waits, flushes the dashboard, and turns ■ into a cooperative cancel."""
-        flush = _guarded(run.dashboard.flush)
-
-        def interrupted(count: int) -> None:
-            if count == 1:
-                print("interrupted: stopping the run (interrupt again to stop waiting)")
-            else:
-                print("stopped waiting; the run is still stopping (await _agent.wait() to see its end)")
-
-        try:
-            outcome = run.run_blocking(poll_s=1.0 / self.throttle_hz, on_tick=flush, on_interrupt=interrupted)
-        except Exception as exc:  # the harness itself crashed, not the run: still one line, no traceback wall
-            print(f"run failed: {error_line(exc)}")
-            return
-        if outcome is not None:
-            print("\n".join(outcome_lines(run)))
 
     # ------------------------------------------------------------------ %agent
     @_magic_arguments("agent")
@@ -291,17 +307,5 @@ def _parse(magic_fn: Any, line: str) -> argparse.Namespace:
     return namespace
 
 
-def _guarded(flush: Callable[[], None]) -> Callable[[], None]:
-    """``flush`` that logs a rendering error once instead of breaking the cell's wait."""
-    failed = False
-
-    def guarded() -> None:
-        nonlocal failed
-        try:
-            flush()
-        except Exception:
-            if not failed:
-                failed = True
-                _log.exception("dashboard flush failed")
-
-    return guarded
+def _say(text: str) -> None:
+    print(text, flush=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import wait
 from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
 
 from tinyagents_nb.harness import (
@@ -49,7 +50,8 @@ from tinyagents_nb.harness import (
 )
 
 from . import _display
-from ._handle import NotebookRun
+from ._handle import NotebookRun, RunMode
+from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
 
 if TYPE_CHECKING:
@@ -90,6 +92,8 @@ class NotebookSession:
         self.max_model_calls = max_model_calls
         self._built: dict[str, ChatModel] = {}
         self._offline: ChatModel | None = None
+        self.loop = SessionLoop()
+        """The loop thread every run executes on (so runs stream on while cells run synchronous code)."""
         self._open(store_path)
 
     def _open(self, store_path: str | os.PathLike[str] | None) -> None:
@@ -237,8 +241,8 @@ class NotebookSession:
     ) -> NotebookRun:
         """Prepare a steerable run of ``prompt`` in the current (or given, or a new) thread; not started yet.
 
-        ``tools=None`` offers every registered tool. Start it with ``run.start()`` (on a running
-        loop) or ``run.run_blocking()``.
+        ``tools=None`` offers every registered tool. ``run.start()`` (or awaiting it) runs it on
+        the session's loop thread, queued behind the unfinished run of its thread if there is one.
 
         Raises:
             ConfigurationError: An empty prompt, an unknown tool, a bad limit, or a missing API key.
@@ -264,7 +268,13 @@ class NotebookSession:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(prompt, context=ctx)
         run = NotebookRun(
-            stream=stream, harness=harness, prompt=prompt, model=self.model_name(model), name=name, cell_key=cell_key
+            stream=stream,
+            harness=harness,
+            prompt=prompt,
+            model=self.model_name(model),
+            name=name,
+            cell_key=cell_key,
+            launcher=lambda run, mode: self.start(run, mode=mode),
         )
         self._runs.append(run)
         return run
@@ -279,7 +289,9 @@ class NotebookSession:
         return [r for r in self._runs if r.mode is not None and not r.done]
 
     def find_run(self, ref: str | None = None) -> NotebookRun:
-        """A run by ``--name``, run id, id suffix (4+ characters) or index (``-1``); ``None``: the latest active, else latest.
+        """A run by ``--name`` (the newest with it), run id, id suffix (4+ characters) or index (``-1``).
+
+        ``None`` means the latest active run, else the latest.
 
         Raises:
             LookupError: Nothing (or more than one run) matches.
@@ -290,7 +302,7 @@ class NotebookSession:
         if ref is None:
             active = self.active_runs()
             return active[-1] if active else runs[-1]
-        matches = [r for r in runs if ref in (r.name, r.run_id)]
+        matches = [r for r in runs if ref == r.run_id] or [r for r in runs if ref == r.name][-1:]  # newest of a name
         if not matches and ref.lstrip("-").isdigit() and len(ref) <= 4:
             matches = [runs[int(ref)]] if -len(runs) <= int(ref) < len(runs) else []
         elif not matches and len(ref) >= 4:
@@ -300,6 +312,27 @@ class NotebookSession:
             found = "no run" if not matches else f"{len(matches)} runs"
             raise LookupError(f"{found} matches {ref!r}; recent runs: {labels}")
         return matches[0]
+
+    def predecessor(self, run: NotebookRun) -> NotebookRun | None:
+        """The unfinished run that ``run`` would queue behind: the newest started run on its thread."""
+        for other in reversed(self._runs):
+            if other is not run and other.mode is not None and other.thread_id == run.thread_id:
+                return None if other.done else other
+        return None
+
+    def start(self, run: NotebookRun, *, mode: RunMode) -> None:
+        """Start ``run`` on the session's loop thread, queued behind the unfinished run on its thread."""
+        run.launch(self.loop, mode=mode, after=self.predecessor(run))
+
+    def interrupt_background(self) -> list[NotebookRun]:
+        """Cancel every active background run (■ pressed while the kernel is idle); returns them."""
+        runs = [r for r in self.active_runs() if r.mode == "background"]
+        for run in runs:
+            run.cancel("interrupted")
+            note = getattr(run.view, "note", None)
+            if note is not None:
+                note(f"■ interrupt: stopping background run {run.label}")
+        return runs
 
     def supersede(self, cell_key: str) -> list[NotebookRun]:
         """Cancel the active runs started by the same cell (it is being run again); returns them."""
@@ -368,8 +401,11 @@ class NotebookSession:
 
     def close(self) -> None:
         """Cancel active runs, detach from the event sink and close the store and journal."""
-        for run in self.active_runs():
+        active = self.active_runs()
+        for run in active:
             run.cancel("the agent session was closed")
+        if not self.loop.in_loop_thread():  # let them end (and show their records) before the stores close
+            wait([r.future for r in active if r.future is not None], timeout=5.0)
         for detach in self._detach:
             detach()
         self._detach = []

@@ -65,6 +65,9 @@ class RunControls:
         self.sent: list[str] = []
         """Steer messages sent from the box, in order."""
         self._clear_text = False
+        self.unreachable: str | None = None
+        """Set when clicks cannot reach the run (a waiting cell on a kernel that cannot deliver them):
+        every control is disabled and this text says what to do instead."""
 
     # ------------------------------------------------------------------ callbacks (any thread)
     def _on_stop(self, _button: object) -> None:
@@ -105,9 +108,10 @@ class RunControls:
     def render(self, *, status: str, terminal: bool) -> None:
         """Enable what makes sense for ``status``; everything is disabled once the run ended."""
         stopping = self.stop_requested or status == "stopping"
-        steer_off = terminal or stopping or not self.steerable
+        steer_off = terminal or stopping or not self.steerable or self.unreachable is not None
         with self.stop.hold_sync():
-            self.stop.disabled = terminal or stopping
+            self.stop.disabled = terminal or stopping or self.unreachable is not None
+            self.stop.tooltip = self.unreachable or "Cancel the run cooperatively"
             self.stop.description = "Stopping…" if stopping and not terminal else "Stop"
         self.pause.disabled = steer_off or status in _WAITING
         self.resume.disabled = steer_off or status not in _WAITING

@@ -39,7 +39,7 @@ class RunDashboard:
     Panes: header, controls, context gauge, transcript, tool calls, sub-agent tree and cost table.
 
     Create it before the run starts, display it, then call ``start()`` from the loop (the magics
-    do all three). Tests and blocking mode may instead drive it with ``flush()``.
+    do all three). Tests may instead drive it with ``flush()``.
 
     Args:
         stream: The run to show (``AgentHarness.invoke_streaming(...)``).
@@ -98,6 +98,8 @@ class RunDashboard:
         )
         self._flusher = Flusher(self._flush, lambda: self.state.finished, interval_s=1.0 / throttle_hz)
         self._watching = False
+        self.queued: str | bool = False
+        """Set (to a note such as "queued behind run a1") while the run waits for its thread's previous run."""
         router = EventRouter(
             lock=self._lock,
             state=self.state,
@@ -164,6 +166,8 @@ class RunDashboard:
         state, controls = self.state, self.controls
         if state.terminal is not None:
             return state.terminal
+        if self.queued and not controls.stop_requested:
+            return "queued"
         if controls.stop_requested:
             return "stopping"
         if self.stream.status.phase == "paused":
@@ -184,7 +188,8 @@ class RunDashboard:
             with self._lock:
                 status = self._status()
                 terminal = self.state.terminal is not None
-                notice = self.controls.notice
+                notice = self.controls.notice or (self.queued if isinstance(self.queued, str) else None)
+                notice = notice or (self.controls.unreachable if not terminal else None)
                 if self._flusher.last_error is not None:
                     notice = f"dashboard error: {self._flusher.last_error}"
                 self.header.render(self.state, status=status, now=now, notice=notice)

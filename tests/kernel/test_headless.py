@@ -1,0 +1,102 @@
+"""A plain user notebook executed headless (nbconvert, papermill), with no environment variable.
+
+The notebook is what a new user writes: two dependent ``%%agent`` cells (the second needs the
+first's answer from the conversation) and ``%agent cost``; no ``await`` cells, no settings. The saved
+file must hold both answers as ``text/markdown`` (readable with nbformat alone, no kernel), no output
+claiming ``running``, and 2 billed calls; its HTML export must show the answers too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import nbformat
+import pytest
+
+from tests.kernel.conftest import K6_PYTHON
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(300)]
+
+CELLS = [
+    "%load_ext tinyagents_nb",
+    (
+        "from tinyagents_nb.harness import AssistantMessage, ModelResponse, Usage\n"
+        "from tinyagents_nb.harness.testkit import FunctionModel, SlowModel\n"
+        "from tinyagents_nb.magics import get_session\n"
+        "def answer(request):\n"
+        "    said = ' '.join(m.text for m in request.messages if m.role == 'user')\n"
+        "    text = 'Your name is Ada.' if 'Ada' in said and 'name?' in said else 'Nice to meet you.'\n"
+        "    usage = Usage(input_tokens=20, output_tokens=5)\n"
+        "    return ModelResponse(message=AssistantMessage(text=text), usage=usage, finish_reason='stop')\n"
+        "get_session().register_model('memo', SlowModel(FunctionModel(answer), delay_s=1.0))"
+    ),
+    "%%agent --model memo\nMy name is Ada. Remember it.",
+    "%%agent --model memo\nWhat is my name?",
+    "%agent cost",
+]
+
+
+def _interpreters() -> list[Any]:
+    return [pytest.param(sys.executable, id="ipykernel7"), pytest.param(str(K6_PYTHON), id="ipykernel6")]
+
+
+def _setup(tmp_path: Path, python: str) -> tuple[Path, dict[str, str]]:
+    if not Path(python).exists():
+        pytest.skip(f"no interpreter at {python} (./dev test creates .venv-k6)")
+    spec = tmp_path / "jupyter" / "kernels" / "agentk"
+    spec.mkdir(parents=True)
+    (spec / "kernel.json").write_text(
+        json.dumps({"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "language": "python",
+                    "display_name": "agent test kernel"})
+    )  # fmt: skip
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
+    nb.metadata["kernelspec"] = {"name": "agentk", "display_name": "agent test kernel", "language": "python"}
+    path = tmp_path / "user.ipynb"
+    nbformat.write(nb, path)
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY") and k != "TINYAGENTS_NB_BLOCKING"}
+    env["JUPYTER_PATH"] = str(tmp_path / "jupyter")
+    env["JUPYTER_RUNTIME_DIR"] = str(tmp_path / "runtime")
+    return path, env
+
+
+def _check_saved(path: Path) -> None:
+    nb = nbformat.read(path, as_version=4)  # no kernel involved from here on
+    outputs = [out for cell in nb.cells for out in cell.get("outputs", [])]
+    markdown = [out["data"]["text/markdown"] for out in outputs if "text/markdown" in out.get("data", {})]
+    assert len(markdown) == 2, markdown
+    assert "Nice to meet you." in markdown[0]
+    assert "Your name is Ada." in markdown[1]  # the follow-up saw the first exchange
+    for out in outputs:
+        assert "application/vnd.jupyter.widget-view+json" not in out.get("data", {})
+        text = out.get("text", "") + out.get("data", {}).get("text/plain", "")
+        assert "running" not in text, text
+    cost = "".join(out.get("text", "") for out in nb.cells[4].outputs)
+    assert "2 billed model calls" in cost, cost
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_nbconvert_execute_saves_both_answers(tmp_path: Path, python: str) -> None:
+    path, env = _setup(tmp_path, python)
+    run = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace", str(path)]
+    subprocess.run(run, env=env, check=True, capture_output=True, timeout=240)
+    _check_saved(path)
+    html = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--stdout", str(path)],
+        env=env, check=True, capture_output=True, text=True, timeout=120,
+    ).stdout  # fmt: skip
+    assert "Your name is Ada." in html
+    assert "running" not in html.split("<body", 1)[1].replace("jp-mod-running", "")
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_papermill_saves_both_answers(tmp_path: Path, python: str) -> None:
+    path, env = _setup(tmp_path, python)
+    out = tmp_path / "out.ipynb"
+    run = [sys.executable, "-m", "papermill", "-k", "agentk", str(path), str(out)]
+    subprocess.run(run, env=env, check=True, capture_output=True, timeout=240)
+    _check_saved(out)

@@ -1,0 +1,116 @@
+"""``CellView``: shows a run in the cell that started it, from whichever thread the run ends on.
+
+The cell displays the live dashboard under a ``display_id``; when the run ends (on the session's
+loop thread, maybe long after the cell returned) that same output is replaced by the run's static
+record. IPython's display machinery addresses the *current* cell, which on another thread or later
+is the wrong one (ipykernel 6 keeps one global parent), so in a kernel the messages are sent with
+the starting cell's parent header captured at display time. Without a kernel (plain IPython) the
+shell's own display publisher is used.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from IPython.display import publish_display_data as _publish_display_data
+
+from ._handle import NotebookRun
+from ._record import live_text, record_bundle
+
+__all__ = ["CellView"]
+
+publish_display_data: Callable[..., None] = _publish_display_data  # untyped in IPython
+_WIDGET = "application/vnd.jupyter.widget-view+json"
+_LIVE = "tinyagents-live"
+# ipywidgets marks every view "jupyter-widgets-disconnected" when its kernel goes (restart, shutdown),
+# but leaves it on screen, still reading "running". This rule, shipped inside the frame's own HTML,
+# greys the dashboard out and shows the note instead; with a live kernel the note stays hidden.
+_GONE_HTML = (
+    "<style>.tinyagents-gone{display:none}"
+    f".{_LIVE}.jupyter-widgets-disconnected .tinyagents-gone{{display:block;color:#b42318;font-weight:600}}"
+    f".{_LIVE}.jupyter-widgets-disconnected > :not(:first-child){{opacity:.4;pointer-events:none}}</style>"
+    '<div class="tinyagents-gone">kernel gone: this dashboard is no longer live and its run did not finish here</div>'
+)
+
+
+class CellView:
+    """The run's place in its cell: the live dashboard first, the record once the run ended.
+
+    Args:
+        run: The run to show.
+        shell: The IPython shell running the cell (its ``kernel``, when there is one, is used).
+    """
+
+    def __init__(self, run: NotebookRun, shell: Any) -> None:
+        self.run = run
+        self.display_id = f"tinyagents-{run.run_id}"
+        kernel: Any = getattr(shell, "kernel", None)
+        ready = all(hasattr(kernel, a) for a in ("session", "iopub_socket", "get_parent"))
+        self._kernel: Any = kernel if ready else None
+        self._parent: Any = kernel.get_parent() if ready else None
+        self._lock = threading.Lock()
+        self.record_shown = False
+        self._frame_widget: Any = None
+
+    # ------------------------------------------------------------------ bundles
+    def live_bundle(self) -> dict[str, Any]:
+        """The widget view plus a ``text/plain`` that never claims the run is running."""
+        data: dict[str, Any] = {}
+        frame = self._frame()
+        if frame is not None:
+            widget = frame._repr_mimebundle_() or {}
+            if _WIDGET in widget:
+                data[_WIDGET] = widget[_WIDGET]
+        data["text/plain"] = live_text(self.run)
+        return data
+
+    def _frame(self) -> Any:
+        """The dashboard in a frame whose first row speaks up when the kernel is gone (made once)."""
+        dashboard = self.run.dashboard
+        if dashboard is None:
+            return None
+        if self._frame_widget is None:
+            import ipywidgets as widgets
+
+            frame = widgets.VBox(children=(widgets.HTML(_GONE_HTML), dashboard.widget))
+            frame.add_class(_LIVE)
+            self._frame_widget = frame
+        return self._frame_widget
+
+    def bundle(self) -> dict[str, Any]:
+        ended = self.run.outcome is not None or self.run.crash is not None
+        return record_bundle(self.run) if ended else self.live_bundle()
+
+    # ------------------------------------------------------------------ publishing (any thread)
+    def show(self) -> None:
+        """Display the live dashboard (on the cell's thread, while it runs)."""
+        self._publish(self.live_bundle(), update=False)
+
+    def ended(self) -> None:
+        """Replace the live dashboard by the record (once)."""
+        with self._lock:
+            if self.record_shown:
+                return
+            self.record_shown = True
+        self._publish(record_bundle(self.run), update=True)
+
+    def note(self, text: str) -> None:
+        """A line of text in the run's cell (e.g. why a kernel interrupt stopped it)."""
+        if self._kernel is None:
+            print(text)
+            return
+        self._send("stream", {"name": "stdout", "text": text.rstrip("\n") + "\n"}, topic=b"stream.stdout")
+
+    def _publish(self, data: dict[str, Any], *, update: bool) -> None:
+        transient = {"display_id": self.display_id}
+        if self._kernel is None:
+            publish_display_data(data, transient=transient, update=update)
+            return
+        kind = "update_display_data" if update else "display_data"
+        self._send(kind, {"data": data, "metadata": {}, "transient": transient}, topic=b"display_data")
+
+    def _send(self, kind: str, content: dict[str, Any], *, topic: bytes) -> None:
+        kernel = self._kernel
+        kernel.session.send(kernel.iopub_socket, kind, content, parent=self._parent, ident=topic)

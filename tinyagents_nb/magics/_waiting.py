@@ -1,0 +1,160 @@
+"""How a waiting ``%%agent`` cell keeps hearing the dashboard's buttons (and ■) while it waits.
+
+A kernel handles one execute request at a time, and a widget click is a shell message like any
+other, so a cell that simply blocks hears nothing until it ends. Measured (see
+docs/jupyter/execution-modes.md), no single remedy covers both ipykernel majors:
+
+- **ipykernel 7.x** handles comm messages while a cell *awaits* on the kernel's loop. An input
+  transformer (``agent_cell_transformer``) turns a waiting ``%%agent`` cell into
+  ``await magics.agent_cell_async(line, body)``, so the kernel runs it as a top-level-await cell.
+  ■ cancels that coroutine; it catches the cancel, stops the run cooperatively and waits for its end.
+- **ipykernel 6.x** never interleaves messages with an execute request, even an awaiting one, so
+  the waiting (synchronous) cell pumps the kernel itself: ``jupyter_ui_poll`` runs the kernel's
+  ``do_one_iteration`` (comm messages are handled; execute requests from Run All are deferred and
+  replayed in order after the cell). ■ raises ``KeyboardInterrupt`` in the cell, as usual.
+- Anywhere else (plain IPython, a magic called from code on 7.x) the cell just waits; the dashboard
+  then says "press ■ to stop" instead of offering buttons that would do nothing.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+import sys
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import Any, Literal
+
+from tinyagents_nb.harness import AgentRun
+
+from ._handle import NotebookRun
+
+__all__ = [
+    "UNREACHABLE",
+    "Delivery",
+    "agent_cell_transformer",
+    "kernel_major",
+    "sync_delivery",
+    "wait_async",
+    "wait_sync",
+]
+
+Delivery = Literal["async", "pump", "none"]
+UNREACHABLE = "press ■ (interrupt the kernel) to stop this run"
+"""What the dashboard says instead of live buttons when clicks cannot reach a waiting cell."""
+
+_POLL_S = 0.02
+_TICK_S = 0.1
+
+
+def kernel_major(shell: Any) -> int | None:
+    """The ipykernel major version running ``shell``, or ``None`` outside a kernel."""
+    if getattr(shell, "kernel", None) is None:
+        return None
+    version = str(getattr(sys.modules.get("ipykernel"), "__version__", "0"))
+    head = version.split(".", 1)[0]
+    return int(head) if head.isdigit() else None
+
+
+def sync_delivery(shell: Any) -> Delivery:
+    """Whether a synchronous waiting cell can hear clicks: by pumping the kernel (6.x) or not at all."""
+    return "pump" if kernel_major(shell) == 6 else "none"
+
+
+def _interrupted(run: NotebookRun, count: int, say: Callable[[str], None]) -> bool:
+    """Handle the ``count``-th ■: cancel, then stop waiting at the second one; returns whether to stop."""
+    run.cancel("interrupted")
+    if count == 1:
+        say("interrupted: stopping the run (interrupt again to stop waiting)")
+        return False
+    say("stopped waiting; the run is still stopping (await _agent.wait() to see its end)")
+    return True
+
+
+def wait_sync(run: NotebookRun, future: Future[AgentRun], *, delivery: Delivery, say: Callable[[str], None]) -> bool:
+    """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
+
+    Returns:
+        Whether the run ended (``False`` when a second interrupt stopped the wait first).
+    """
+    if delivery == "pump":
+        from jupyter_ui_poll import ui_events
+
+        with ui_events() as poll:
+            return _wait_loop(run, future, say, lambda: poll(10))
+    return _wait_loop(run, future, say, None)
+
+
+def _wait_loop(
+    run: NotebookRun, future: Future[AgentRun], say: Callable[[str], None], pump: Callable[[], object] | None
+) -> bool:
+    interrupts = 0
+    while True:
+        try:
+            if pump is not None:
+                pump()
+            future.exception(timeout=_POLL_S)  # raises TimeoutError until it resolved
+        except TimeoutError:
+            continue
+        except KeyboardInterrupt:
+            interrupts += 1
+            if _interrupted(run, interrupts, say):
+                return False
+            continue
+        return True
+
+
+async def wait_async(run: NotebookRun, future: Future[AgentRun], *, say: Callable[[str], None]) -> bool:
+    """Await ``future`` on the kernel's loop; a cancel (■) stops the run and keeps waiting for its end.
+
+    It wakes every ``_TICK_S``: the kernel's SIGINT handler only runs when the main thread executes
+    Python, and a signal delivered to another thread (the session's, say) leaves an idle loop asleep.
+    """
+    done = asyncio.wrap_future(future)
+    interrupts = 0
+    while not done.done():
+        try:
+            await asyncio.wait([done], timeout=_TICK_S)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None:
+                task.uncancel()
+            interrupts += 1
+            if _interrupted(run, interrupts, say):
+                return False
+    if not done.cancelled():
+        done.exception()  # retrieved: the run's own failure is in its record
+    return True
+
+
+def _waiting_agent_line(first: str, decide: Callable[[list[str]], bool]) -> str | None:
+    """The magic line when ``first`` opens a ``%%agent`` cell that waits, else ``None``."""
+    stripped = first.strip()
+    if not (stripped == "%%agent" or stripped.startswith(("%%agent ", "%%agent\t"))):
+        return None
+    line = stripped[len("%%agent") :].strip()
+    try:
+        argv = shlex.split(line)
+    except ValueError:
+        return None  # the magic reports the bad line itself
+    return line if decide(argv) else None
+
+
+def agent_cell_transformer(decide: Callable[[list[str]], bool]) -> Callable[[list[str]], list[str]]:
+    """An IPython cleanup transformer: a waiting ``%%agent`` cell becomes an awaiting Python statement.
+
+    Args:
+        decide: Whether a cell whose magic line splits into this argv waits (so it is rewritten).
+    """
+
+    def transform(lines: list[str]) -> list[str]:
+        if not lines:
+            return lines
+        line = _waiting_agent_line(lines[0], decide)
+        if line is None:
+            return lines
+        body = "".join(lines[1:])
+        code = f'await get_ipython().magics_manager.registry["AgentMagics"].agent_cell_async({line!r}, {body!r})\n'
+        return [code]
+
+    return transform
