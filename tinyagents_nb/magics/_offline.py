@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 from tinyagents_nb.harness import (
     AssistantMessage,
+    ModelProfile,
     ModelRequest,
     ModelResponse,
     ModelStreamItem,
@@ -20,10 +21,12 @@ from tinyagents_nb.harness import (
     UserMessage,
 )
 
-__all__ = ["OFFLINE_MODEL", "OfflineModel"]
+__all__ = ["OFFLINE_MODEL", "OFFLINE_WINDOW", "OfflineModel"]
 
 OFFLINE_MODEL = "offline-demo"
 """The name runs show when no model is configured."""
+OFFLINE_WINDOW = 32_000
+"""The context window the offline model claims, so a first dashboard shows a working gauge."""
 _WORDS = re.compile(r"\S+\s*")
 
 
@@ -37,6 +40,12 @@ class OfflineModel:
     @property
     def provider(self) -> str:
         return "offline"
+
+    @property
+    def profile(self) -> ModelProfile:
+        return ModelProfile(
+            name=OFFLINE_MODEL, provider="offline", context_window=OFFLINE_WINDOW, max_output_tokens=1_024
+        )
 
     @staticmethod
     def reply(request: ModelRequest) -> str:
