@@ -115,6 +115,7 @@ def test_models_table_never_shows_key_values(
     assert not ready["groq:<model>"]
     assert ready["mine"]
     assert "OPENAI_API_KEY" in set(models["api_key_env"])
+    assert not models["api_key_env"].isna().any()  # registered models and keyless hosts show "", not NaN
     run_ok(shell, "%agent model")
     run_ok(shell, "%agent status")
     run_ok(shell, "%agent model openai:gpt-4o-mini")  # builds the client (no request) to check the key

@@ -271,6 +271,12 @@ class RunDashboard:
                 self._agents_section.layout.display = None if agents else "none"
 
     # ------------------------------------------------------------------ display
+    def interrupted(self) -> tuple[int, int]:
+        """``(calls, estimated tokens)`` a stop or failure cut off mid-stream, which no provider reported."""
+        with self._lock:
+            totals = self._totals()
+        return totals.interrupted_calls, totals.estimated_tokens
+
     def summary_text(self) -> str:
         """One deterministic line: the status, and once ended the counts, tokens and USD.
 
