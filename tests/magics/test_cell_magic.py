@@ -209,7 +209,7 @@ def test_offline_default_model_explains_how_to_configure(
     out = capsys.readouterr().out
     assert "offline demo model" in out
     assert "'Summarize the data'" in out
-    assert '%config AgentMagics.default_model = "openai:gpt-4o-mini"' in out
+    assert "%agent model openai:gpt-4o-mini" in out
     assert "OPENAI_API_KEY" in out
     assert last_run(shell).model == "offline-demo"
 

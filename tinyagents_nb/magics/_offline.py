@@ -55,8 +55,8 @@ class OfflineModel:
         asked = asked if len(asked) <= 60 else asked[:59] + "…"
         return (
             f"(offline demo model: no model is configured, so nothing was sent anywhere.) You asked: {asked!r}. "
-            'To use a real model run %config AgentMagics.default_model = "openai:gpt-4o-mini" '
-            "(the key is read from OPENAI_API_KEY; %agent models lists every provider and its variable), "
+            "To use a real model, run %env OPENAI_API_KEY=<your key> and then %agent model openai:gpt-4o-mini "
+            "(%agent models lists every provider and its key variable), "
             'or register your own with get_session().register_model("name", model).'
         )
 
