@@ -24,7 +24,8 @@ def test_a_demo_model_answers_in_order_with_usage_price_and_window(
     assert outcome.usage.input_tokens > 0
     assert outcome.usage.output_tokens > 0
     assert outcome.cost is not None
-    assert outcome.cost.total_usd is not None and outcome.cost.total_usd > 0  # priced like gpt-4o-mini
+    assert outcome.cost.total_usd is not None
+    assert outcome.cost.total_usd > 0  # priced like gpt-4o-mini
     window = first.context.context_window
     assert window is not None
     assert window.max_tokens == 128_000  # the dashboard's gauge has something to show
