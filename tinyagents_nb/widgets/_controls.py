@@ -56,7 +56,7 @@ class RunControls:
             value="",
             placeholder="Steer: a message for the run's next step" if self.steerable else "steering not enabled",
             disabled=not self.steerable,
-            layout=widgets.Layout(flex="1 1 auto", min_width="12em"),
+            layout=widgets.Layout(flex="1 1 12em", min_width="10em"),
         )
         self.send: Any = widgets.Button(
             description="Send", icon="paper-plane", disabled=not self.steerable, tooltip="Send the steer message"

@@ -141,7 +141,8 @@ def _table_html(frame: pd.DataFrame) -> str:
                 cells.append(f"<td>{esc(value)}</td>")
         total = ' class="ta-total"' if record["agent"] == "total" and not record["model"] else ""
         rows.append(f"<tr{total}>{''.join(cells)}</tr>")
-    return f'<table class="ta-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    table = f'<table class="ta-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<div class="ta-scroll-x">{table}</div>'  # a narrow notebook scrolls the table, not the page
 
 
 def _row(agent: str, model: str, group: _Group) -> dict[str, Any]:

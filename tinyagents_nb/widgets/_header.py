@@ -98,6 +98,8 @@ def usage_text(model_calls: int, tool_calls: int, totals: Totals) -> str:
     if totals.interrupted_calls:
         parts[0] += f" + {totals.interrupted_calls:,} interrupted"
     parts.append(plural(tool_calls, "tool call"))
+    if not (totals.tokens or totals.estimated_tokens or totals.interrupted_calls or totals.usd):
+        return " · ".join(parts)  # nothing billed yet: no "0 tokens · $0.00" that reads like a fact
     parts.append(f"{format_int(totals.tokens)} tokens")
     if totals.estimated_tokens:
         parts[-1] += f" + ~{format_int(totals.estimated_tokens)} streamed (estimate)"

@@ -84,7 +84,9 @@ STYLESHEET: Final = (
     ".ta-dash .ta-notice{font-size:92%;margin-top:2px}"
     ".ta-dash .ta-error{margin-top:4px;padding:6px 8px;border-left:3px solid var(--ta-err);"
     "background:rgba(207,34,46,.08);white-space:pre-wrap;word-break:break-word}"
-    ".ta-dash .ta-transcript{max-width:56rem}"
+    ".ta-dash .jupyter-widgets-disconnected::before{display:none}"  # one sentence says it, not an icon per widget
+    ".ta-dash .ta-transcript{max-width:56rem;overflow-wrap:anywhere}"
+    ".ta-dash .ta-scroll-x{overflow-x:auto;max-width:100%}"
     ".ta-dash .ta-transcript .jp-RenderedMarkdown{padding-right:0}"
     ".ta-dash .ta-transcript p{margin:.35em 0}"
     ".ta-dash .ta-sub{margin-left:1.2em;padding-left:.7em;border-left:2px solid rgba(127,127,127,.35);opacity:.85;"
