@@ -4,8 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tinyagents_nb.harness import AgentHarness, ContextLimitError, SubAgent, Usage
+from tinyagents_nb.harness import (
+    AgentHarness,
+    ContextLimitError,
+    ProviderError,
+    RetryPolicy,
+    RunPolicy,
+    SubAgent,
+    Usage,
+)
 from tinyagents_nb.harness.testkit import ScriptedModel, StreamingMock
+from tinyagents_nb.magics._offline import OFFLINE_WINDOW, OfflineModel
 from tinyagents_nb.widgets import RunDashboard
 
 from .conftest import CommLog, row_text, until
@@ -96,3 +105,21 @@ async def test_cost_rows_keep_sub_agents_of_different_depths_apart(comms: CommLo
     html = dash.costs.widget.value
     assert '<table class="ta-table">' in html
     assert '<th class="num">input</th>' in html  # numbers right-aligned under right-aligned headings
+
+
+async def test_a_call_that_fails_after_retries_says_how_many_attempts(comms: CommLog) -> None:
+    failures = [ProviderError("cannot connect", retryable=True, hint="no network?") for _ in range(3)]
+    policy = RunPolicy(retry=RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002))
+    dash = RunDashboard(AgentHarness(model=ScriptedModel(failures), policy=policy).invoke_streaming("x"))
+    await dash.wait_flushed()
+    notes = [s.text for s in dash.transcript.segments.values() if s.kind == "note"]
+    assert notes[0].startswith("attempt 1 failed, retrying in ")
+    assert notes[-1].startswith("model call failed after 3 attempts: ProviderError: cannot connect")
+    assert "hint: no network?" in dash.header.widget.value
+
+
+async def test_the_offline_model_gives_the_gauge_a_window(comms: CommLog) -> None:
+    dash = RunDashboard(AgentHarness(model=OfflineModel()).invoke_streaming("hello"))
+    await dash.wait_flushed()
+    assert dash.gauge.widget.layout.display is None
+    assert dash.gauge.label.value.endswith(f"/ {OFFLINE_WINDOW - 1_024:,} tokens (0%)")
