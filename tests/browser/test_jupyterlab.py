@@ -59,7 +59,7 @@ def test_agent_cell_streams_and_stop_cancels(lab: str) -> None:
                 if index < len(CELLS) - 1:
                     cell = panel.locator(".jp-Cell").nth(index)
                     expect(cell.locator(".jp-InputPrompt")).to_contain_text(f"[{index + 1}]", timeout=60_000)
-            output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-OutputArea")
+            output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-Cell-outputArea")
             expect(output).to_contain_text("word3", timeout=60_000)  # text streams in
             page.screenshot(path=str(ARTIFACTS / "jupyterlab-agent-streaming.png"), full_page=True)
             stop = output.locator("button", has_text="Stop").first
