@@ -25,7 +25,7 @@ ANSWER = (
     [f"word{i} " + ("\n\n" if i % 25 == 24 else "") for i in range(150)]
     + ["\n\n## Totals\n\n", "| item | USD |\n|---|---:|\n| revenue | 60 |\n| costs | 42 |\n\n"]
     + ["```python\n", "margin = revenue - costs  # 18\n", "```\n\n"]
-    + ["Euler: $e^{i\\pi} + 1 = 0$. ", "See [the docs](https://example.org/docs). "]
+    + ["Euler: $e^{i\\pi} + 1 = 0$. ", "See [the docs](https://example.org/docs). ", "Use `Vec<T>` here. "]
     + ['<img src="x" onerror="window.__tinyagentsXss = 1"> ', "[bad](javascript:window.__tinyagentsXss=2)\n"]
 )
 CELLS = [
@@ -100,6 +100,7 @@ def test_the_dashboard_reads_well_in_jupyterlab(tmp_path: Path) -> None:
             # finished: the answer rendered by JupyterLab's Markdown renderer, raw HTML inert
             expect(dash.locator(".ta-head")).to_contain_text("● completed", timeout=60_000)
             expect(transcript.locator("table")).to_be_visible()
+            expect(transcript.locator("code", has_text="Vec<T>")).to_be_visible()  # inline code, shown as written
             expect(transcript.locator("a[href='https://example.org/docs']")).to_be_visible()
             assert transcript.locator("pre .cm-keyword, pre [class*='cm-'], pre span[class]").count() > 0  # highlighted
             expect(transcript.locator("mjx-container, .MathJax").first).to_be_attached(timeout=15_000)

@@ -45,12 +45,28 @@ def test_web_and_mail_links_stay_links_and_images_become_links() -> None:
     assert safe_markdown("[ref]: https://example.org") == "[ref]: https://example.org"
 
 
-def test_code_is_left_exactly_as_written() -> None:
-    text = "Use `a < b && <br>` here.\n\n```html\n<script>ok()</script>\n[x](javascript:y)\n```\n\nthen 1 < 2"
+def test_fenced_code_is_sent_byte_for_byte_and_code_spans_become_escaped_code() -> None:
+    text = "Use `Vec<T>` and `a*b*c` here.\n\n```html\n<script>ok()</script>\n[x](javascript:y)\n```\n\nthen 1 < 2"
     out = safe_markdown(text)
-    assert "`a < b && <br>`" in out
+    assert "<code>Vec&lt;T&gt;</code>" in out
+    assert "<code>a\\*b\\*c</code>" in out  # no emphasis inside code
     assert "```html\n<script>ok()</script>\n[x](javascript:y)\n```" in out
     assert out.endswith("then 1 &lt; 2")
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        "\\`<img src=x onerror=alert(1)>`",  # an escaped backtick opens no code span
+        "| a | `x | <img src=x onerror=alert(1)> | y` |\n|---|---|---|",  # table cells split first
+        "`start\n\n<img src=x onerror=alert(1)>\n\nend`",  # a code span cannot cross paragraphs
+        "``` info`with`backticks\n<img src=x onerror=alert(1)>\n```",  # not a fence at all
+    ],
+)
+def test_where_a_code_span_ends_never_decides_whether_html_runs(attack: str) -> None:
+    out = safe_markdown(attack)
+    assert "<img" not in out
+    assert "<" not in out.replace("<code>", "").replace("</code>", "")  # the only tags are ours
 
 
 def test_an_unclosed_fence_mid_stream_keeps_its_code_and_math_is_untouched() -> None:

@@ -12,7 +12,11 @@ it), so before it is sent:
   ``data:``, entity-obfuscated schemes, relative paths) is left as plain text;
 - an image becomes a plain link, so nothing is fetched from an address the model chose.
 
-Code spans and fenced blocks are left byte for byte: the renderer shows them literally.
+Fenced code blocks are sent byte for byte (the renderer shows them literally and highlights them).
+An inline code span becomes ``<code>`` written here, its text escaped: where a code span ends is
+subtle (backslash escapes, table cells, blank lines), and if the renderer disagreed with this module
+about it, a ``<`` left raw inside a presumed span would be live HTML. A presumed span that the
+renderer would not have seen as one only changes how it looks, never what runs.
 """
 
 from __future__ import annotations
@@ -22,8 +26,9 @@ from typing import Final
 
 __all__ = ["safe_markdown"]
 
-_FENCE: Final = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+_FENCE: Final = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")  # a backtick fence's info string has no backtick
 _CODE_SPAN: Final = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)", re.DOTALL)
+_CODE_PUNCTUATION: Final = re.compile(r"([\\`*_\[\]{}()!|~$#+\-.>])")
 _LINK_TARGET: Final = re.compile(r"\]\(\s*")
 _REFERENCE: Final = re.compile(r"^( {0,3})\[([^\]\n]+)\]:[ \t]*(\S*)", re.MULTILINE)
 _SAFE_TARGET: Final = re.compile(r"(?:https?://|mailto:|#)", re.IGNORECASE)
@@ -63,10 +68,19 @@ def _prose(text: str) -> str:
     last = 0
     for span in _CODE_SPAN.finditer(text):
         parts.append(_plain(text[last : span.start()]))
-        parts.append(span.group(0))
+        parts.append(_code(span.group(2)))
         last = span.end()
     parts.append(_plain(text[last:]))
     return "".join(parts)
+
+
+def _code(content: str) -> str:
+    """A code span as ``<code>``: HTML-escaped, and Markdown/math punctuation backslash-escaped."""
+    content = content.replace("\n", " ")
+    if len(content) > 2 and content[0] == content[-1] == " " and content.strip():
+        content = content[1:-1]
+    escaped = content.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    return "<code>" + _CODE_PUNCTUATION.sub(r"\\\1", escaped) + "</code>"
 
 
 def _plain(text: str) -> str:
