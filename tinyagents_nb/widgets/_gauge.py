@@ -46,7 +46,11 @@ class ContextGauge:
         self.bar: Any = widgets.FloatProgress(
             value=0.0, min=0.0, max=1.0, bar_style="", description="context", layout=widgets.Layout(width="320px")
         )
-        self.label: Any = widgets.HTML(value=_NO_WINDOW)
+        self.label: Any = widgets.HTML(
+            value=_NO_WINDOW,
+            tooltip="estimated before each model call with the local token counter; "
+            "the provider's billed input count (in the Cost table) may differ slightly",
+        )
         self.marks_view: Any = widgets.HTML(value="")
         self.widget: Any = widgets.VBox(
             children=(widgets.HBox(children=(self.bar, self.label)), self.marks_view),
