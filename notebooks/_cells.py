@@ -53,8 +53,11 @@ QUICKSTART = [
 
 Ask an agent a question in a notebook cell, continue the conversation in the next one, then see
 what it cost and how full its context window is.
+
+**Offline by default.** Nothing here needs a key or a network: the first answer comes from the
+built-in offline model, and the rest from a stand-in model that streams canned answers (that is how
+CI tests this notebook). With `OPENAI_API_KEY` set, the same cells use `openai:gpt-4o-mini`.
 """
-        + OFFLINE_NOTE
     ),
     md(
         """
@@ -68,58 +71,60 @@ whole notebook.
     LOAD,
     md(
         """
+## Ask, with no model configured
+
+A `%%agent` cell sends its body as the prompt. With no model configured, the built-in offline model
+answers: it sends nothing anywhere and tells you how to configure a real model.
+"""
+    ),
+    code(
+        """
+%%agent --new-thread
+Hello! What can you do?
+""",
+        ignore=True,
+    ),
+    md(
+        """
 ## Choose the model
 
-One cell decides offline or real. The stand-in is an ordinary `ChatModel` registered under a
-name, the way you would register your own, and `%agent model` makes it the default for every
-`%%agent` cell. It is priced like gpt-4o-mini so the cost table has numbers in it.
+`%agent model NAME` sets the model for every following `%%agent` cell, e.g. `%agent model
+openai:gpt-4o-mini` (its key is read from `OPENAI_API_KEY`; `%env OPENAI_API_KEY=...` sets it from a
+cell; `%agent models` lists every provider). Offline, `demo_model` registers a stand-in that
+streams the answers you give it, priced like gpt-4o-mini, so the cost table has numbers in it.
 """
     ),
     code(
         """
 import os
 
-from tinyagents_nb.harness import ModelPricing, ModelProfile, Usage
-from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
-from tinyagents_nb.magics import get_session
+from tinyagents_nb.magics import demo_model, get_session
 
 USE_REAL_PROVIDER = bool(os.environ.get("OPENAI_API_KEY"))  # set to False to stay offline anyway
 
-session = get_session()
-if USE_REAL_PROVIDER:
-    MODEL = "openai:gpt-4o-mini"
-else:
-    MODEL = "scripted"  # answers in order: re-run this cell to start the script over
-    script = ScriptedModel(
+MODEL = "openai:gpt-4o-mini"
+if not USE_REAL_PROVIDER:  # canned answers, streamed (re-run this cell to start the script over)
+    MODEL = demo_model(
         [
-            ScriptedModel.text(
-                "A context window is the most text a model can read at once, counted in tokens: the "
-                "instructions, the conversation so far, tool results and the answer itself must all fit. "
-                "For an agent it matters because every step adds to the transcript, so a long task runs "
-                "out of room unless old context is trimmed, summarized or dropped.",
-                usage=Usage(input_tokens=31, output_tokens=72),
-            ),
-            ScriptedModel.text(
-                "Keep tool outputs small: return the few rows or lines the model needs instead of a whole "
-                "file, because tool results are usually the largest thing in an agent's context.",
-                usage=Usage(input_tokens=118, output_tokens=35),
-            ),
-        ],
-        model_name=MODEL,
-        chunk_size=6,
-        profile=ModelProfile(name=MODEL, provider="test", context_window=128_000, max_output_tokens=16_384),
+            "A context window is the most text a model can read at once, counted in tokens: the "
+            "instructions, the conversation so far, tool results and the answer itself must all fit. "
+            "For an agent it matters because every step adds to the transcript, so a long task runs "
+            "out of room unless old context is trimmed, summarized or dropped.",
+            "Keep tool outputs small: return the few rows or lines the model needs instead of a whole "
+            "file, because tool results are usually the largest thing in an agent's context.",
+        ]
     )
-    session.register_model(MODEL, SlowModel(script, chunk_delay_s=0.01))  # streams like a real provider
-    session.context.costs.register_price(MODEL, ModelPricing(input_per_mtok="0.15", output_per_mtok="0.60"))
 %agent model {MODEL}
+%agent thread new
+session = get_session()
 """
     ),
     md(
         """
-## Ask
+## Ask the model
 
-A `%%agent` cell sends its body as the prompt. The dashboard streams the answer as it arrives and
-has Stop, Pause and a steer box, a context gauge, tool calls, sub-agents and cost. `--name first`
+The dashboard streams the answer as it arrives, with tokens and cost in its header, Stop, Pause and
+a steer box, a context gauge, and (once there are any) tool calls and sub-agents. `--name first`
 binds the run's handle to the variable `first` (every run is also bound to `_agent`).
 """
     ),

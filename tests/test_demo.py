@@ -47,9 +47,10 @@ def test_demo_executes_the_quickstart_and_prints_transcript_cost_and_path(tmp_pa
     assert "A context window is the most text a model can read at once" in out
     assert "> Give me one practical tip for staying inside it." in lines
     assert "Keep tool outputs small" in out
-    assert "[completed · 1 model call · 0 tool calls · 103 tokens (31 in, 72 out) · $0.000048]" in lines
+    assert "[completed · 1 model call · 0 tool calls · 92 tokens (25 in, 67 out) · $0.000044]" in lines
     # the cost table
-    assert "notebook total: 2 billed model calls · 256 tokens · $0.000087" in lines
+    assert "notebook total: 2 billed model calls · 234 tokens · $0.000081" in lines
+    assert "> Hello! What can you do?" in lines  # the offline model answered first
     assert any(line.split()[:3] == ["0", "first", "main"] for line in lines)
     assert any(line.split()[:3] == ["1", "followup", "main"] for line in lines)
     # where the notebook is, and how to open it

@@ -51,7 +51,7 @@ from tinyagents_nb.harness._model import (
     StreamUsage,
     ToolSchema,
 )
-from tinyagents_nb.harness._openai import OpenAIChatModel
+from tinyagents_nb.harness._openai import OpenAIChatModel, _connect_hint
 from tinyagents_nb.harness._openai_errors import parse_retry_after, scrub
 from tinyagents_nb.harness._openai_wire import normalize_usage
 from tinyagents_nb.harness._providers import ProviderSpec
@@ -469,6 +469,7 @@ async def test_connect_error_is_retryable_without_status() -> None:
             await model.invoke(ask())
     err = info.value
     assert (err.status, err.retryable, err.code) == (None, True, "connect_error")
+    assert err.hint == "is the server at 127.0.0.1 running?"
     assert err.__cause__ is None
     assert err.__context__ is None
     assert KEY not in leak_text(err)
@@ -882,3 +883,13 @@ async def test_consumer_may_stop_early(replay_server: ReplayServer) -> None:
             async for item in stream:
                 assert item == TextDelta(text="first")
                 break
+
+
+async def test_connect_errors_hint_at_the_cause() -> None:
+    with socket_port() as port:
+        pass
+    async with OpenAIChatModel("llama3", provider="ollama", base_url=f"http://127.0.0.1:{port}/v1") as model:
+        with pytest.raises(ProviderError) as info:
+            await model.invoke(ask())
+    assert info.value.hint == "is `ollama serve` running?"
+    assert _connect_hint("openai", "https://api.openai.com/v1").startswith("no network?")

@@ -189,10 +189,15 @@ class LiveCell:
         raise LookupError(f"no {model} with {match} among {len(self.models)} widgets")
 
     def html(self) -> str:
-        """Every HTML/Label widget's current value, joined (what the dashboard shows)."""
-        return "\n".join(
-            str(s.get("value", "")) for s in self.models.values() if s.get("_model_name") in ("HTMLModel", "LabelModel")
-        )
+        """What the dashboard shows: every HTML/Label widget's value and every Output widget's Markdown, joined."""
+        parts: list[str] = []
+        for state in self.models.values():
+            name = state.get("_model_name")
+            if name in ("HTMLModel", "LabelModel"):
+                parts.append(str(state.get("value", "")))
+            elif name == "OutputModel":
+                parts.extend(str(o.get("data", {}).get("text/markdown", "")) for o in state.get("outputs", ()))
+        return "\n".join(parts)
 
     def markdown(self) -> str:
         return "\n".join(o.get("data", {}).get("text/markdown", "") for o in self.result.outputs)

@@ -105,13 +105,18 @@ def test_raw_skips_interpolation(shell: InteractiveShell, session: NotebookSessi
     [
         ("", "Tell me about {undefined_thing}", "name 'undefined_thing' in {undefined_thing} is not defined"),
         ("--model nope", "hi", "unknown model 'nope'"),
-        ("--bogus", "hi", "unrecognized arguments: --bogus"),
+        ("--bogus", "hi", "%%agent: unknown option --bogus (%%agent? lists every option)"),
+        ("--modle slow", "hi", "unknown option --modle (did you mean --model?"),
         ("", "   \n  ", "the prompt is empty"),
-        ("--model openai:gpt-4o-mini", "hi", "OPENAI_API_KEY"),
+        ("--model openai:gpt-4o-mini", "hi", "%env OPENAI_API_KEY=<your key>"),
+        ("--model anthropic:claude-3-5-haiku-latest", "hi", "%env ANTHROPIC_API_KEY=<your key>"),
+        ("--model", "hi", "%%agent: --model needs a value, e.g. --model MODEL"),
         ("--thread a --new-thread", "hi", "cannot be combined"),
         ("--name 'not valid'", "hi", "not a valid Python variable name"),
         ("--tools missing", "hi", "unknown tool(s): missing"),
-        ("--max-model-calls x", "hi", "invalid int value"),
+        ("--max-model-calls x", "hi", "--max-model-calls needs a whole number of at least 1, got 'x'"),
+        ("--max-model-calls 0", "hi", "--max-model-calls needs a whole number of at least 1, got 0"),
+        ("--timeout soon", "hi", "%%agent: --timeout needs a number, got 'soon'"),
         ("--model 'unclosed", "hi", "cannot parse"),
         ("", "unbalanced {1 + ", "unclosed '{'"),
     ],
@@ -123,6 +128,8 @@ def test_bad_input_is_a_one_line_usage_error(
     assert isinstance(error, UsageError)
     assert expected in str(error)
     assert "\n" not in str(error)
+    for argparse_words in ("unrecognized arguments", "expected one argument", "invalid int value", "required"):
+        assert argparse_words not in str(error)
     assert session.runs == []  # nothing was started
 
 
@@ -203,7 +210,7 @@ def test_offline_default_model_explains_how_to_configure(
     out = capsys.readouterr().out
     assert "offline demo model" in out
     assert "'Summarize the data'" in out
-    assert '%config AgentMagics.default_model = "openai:gpt-4o-mini"' in out
+    assert "%agent model openai:gpt-4o-mini" in out
     assert "OPENAI_API_KEY" in out
     assert last_run(shell).model == "offline-demo"
 

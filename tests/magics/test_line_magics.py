@@ -94,7 +94,8 @@ def test_history_of_the_current_thread(shell: InteractiveShell, two_runs: Notebo
     assert list(history["role"]) == ["user", "assistant", "user", "assistant", "tool", "assistant"]
     assert list(history["text"])[:2] == ["hello", "Hello!"]
     assert list(history["tools"])[3:5] == ["calculator", "calculator"]
-    other = frame(shell, "%agent history some-other-thread")
+    run_ok(shell, "%agent thread some-other-thread")
+    other = frame(shell, "%agent history some-other-thread")  # the current thread, still empty
     assert other.empty
 
 
@@ -122,6 +123,7 @@ def test_models_table_never_shows_key_values(
     assert not ready["groq:<model>"]
     assert ready["mine"]
     assert "OPENAI_API_KEY" in set(models["api_key_env"])
+    assert not models["api_key_env"].isna().any()  # registered models and keyless hosts show "", not NaN
     run_ok(shell, "%agent model")
     run_ok(shell, "%agent status")
     run_ok(shell, "%agent model openai:gpt-4o-mini")  # builds the client (no request) to check the key
@@ -158,6 +160,28 @@ def test_tools_list_add_and_remove(shell: InteractiveShell, session: NotebookSes
     assert frame(shell, "%agent tools").empty
 
 
+def test_removing_tools_is_all_or_nothing(shell: InteractiveShell, session: NotebookSession) -> None:
+    run_ok(shell, "def shout(s: str) -> str:\n    return s.upper()")
+    run_ok(shell, "%agent tools add shout")
+    error = run_error(shell, "%agent tools remove shout nodoc")
+    assert isinstance(error, UsageError)
+    assert "no tool named 'nodoc'; nothing removed" in str(error)
+    assert session.tools.names() == ["shout"]
+
+
+def test_context_reports_the_threads_last_model(
+    shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session.register_model("toolbot", ScriptedModel(["ok"]))  # no profile: no window is ever measured
+    run_ok(shell, "%%agent --model toolbot\nhi")
+    run_ok(shell, "%agent context")
+    out = capsys.readouterr().out.strip().splitlines()[-1]
+    assert "model toolbot · context window unknown" in out  # not the default (offline-demo)
+    run_ok(shell, "%agent thread new")
+    run_ok(shell, "%agent context")
+    assert "model offline-demo" in capsys.readouterr().out  # a fresh thread has no last model
+
+
 @pytest.mark.parametrize(
     ("setup", "command", "expected"),
     [
@@ -166,7 +190,10 @@ def test_tools_list_add_and_remove(shell: InteractiveShell, session: NotebookSes
         ("", "%agent tools add nothing_here", "name 'nothing_here' is not defined"),
         ("", "%agent tools frobnicate", "%agent tools add <function>"),
         ("", "%agent tools remove ghost", "no tool named 'ghost'"),
-        ("", "%agent bogus", "invalid choice: 'bogus'"),
+        ("lam = lambda x: x", "%agent tools add lam", "'lam' is a lambda, which has no name the model can call"),
+        ("", "%agent bogus", "unknown command %agent bogus (commands: context, cost"),
+        ("", "%agent hitsory", "unknown command %agent hitsory (did you mean history?"),
+        ("", "%agent history nosuchthread", "no thread 'nosuchthread' in this session"),
         ("", "%agent runs extra", "takes no arguments"),
         ("", "%agent steer", "needs text"),
         ("", "%agent pause", "no agent runs yet"),

@@ -59,6 +59,14 @@ def comms(monkeypatch: pytest.MonkeyPatch) -> CommLog:
     return log
 
 
+def row_text(row: Any) -> str:
+    """What a transcript or tool row shows: an ``HTML`` row's value, or an ``Output`` row's Markdown source."""
+    if hasattr(row, "value"):
+        return str(row.value)
+    outputs = row.outputs
+    return str(outputs[0]["data"]["text/markdown"]) if outputs else ""
+
+
 async def until(predicate: Callable[[], bool], *, limit_s: float = 5.0) -> None:
     """Poll on a real timer (never a busy loop) until ``predicate()`` holds."""
     with anyio.fail_after(limit_s):

@@ -94,9 +94,11 @@ async def test_pause_and_resume_buttons_hold_and_release_the_run(comms: CommLog)
     click_from_another_thread(dash.controls.pause)
     dash.flush()
     assert "● pausing" in dash.header.widget.value
+    assert "pausing — will pause before the next model call" in dash.header.widget.value
     await until(lambda: stream.status.phase == "paused")
     dash.flush()
     assert "● paused" in dash.header.widget.value
+    assert "paused — Resume continues" in dash.header.widget.value
     assert dash.controls.pause.disabled
     assert not dash.controls.resume.disabled
     assert model.calls == 1  # held before the second model call
@@ -105,7 +107,7 @@ async def test_pause_and_resume_buttons_hold_and_release_the_run(comms: CommLog)
     assert dash.state.terminal == "completed"
     assert model.calls == 2
     notes = [s.text for s in dash.transcript.segments.values() if s.kind == "note"]
-    assert notes == ["↪ steering applied · pause: pause button", "↪ steering applied · resume"]
+    assert notes == ["↪ paused", "↪ resumed"]
     assert dash.transcript.text().endswith("all done")
 
 
@@ -137,11 +139,43 @@ async def test_the_steer_box_sends_a_message_into_the_next_step(comms: CommLog) 
     dash.flush()
     assert dash.controls.steer_text.value == ""  # cleared by the flush, not by the callback
     assert dash.controls.sent == ["use metric units"]
+    assert "queued for the next model call: use metric units" in dash.header.widget.value
     await dash.wait_flushed()
     second = model.requests[1].messages
     assert any(isinstance(m, UserMessage) and m.text == "use metric units" for m in second)
     notes = [s.text for s in dash.transcript.segments.values() if s.kind == "note"]
-    assert notes == ["↪ steering applied · inject_message: use metric units"]
+    assert notes == ["↪ your message was delivered: use metric units"]
+    assert "not delivered" not in dash.header.widget.value
+
+
+async def test_enter_in_the_steer_box_sends(comms: CommLog) -> None:
+    harness, model = slow_tool_harness(delay_s=0.15)
+    stream = harness.invoke_streaming("go", context=steerable())
+    dash = RunDashboard(stream)
+    dash.start()
+    await until(lambda: dash.tools.count == 1)
+    dash.controls.steer_text.value = "shorter please"
+    dash.controls.steer_text._handle_msg(  # what the frontend sends when Enter is pressed in the box
+        {"content": {"data": {"method": "custom", "content": {"event": "submit"}}}, "buffers": []}
+    )
+    assert dash.controls.sent == ["shorter please"]
+    await dash.wait_flushed()
+    assert any(isinstance(m, UserMessage) and m.text == "shorter please" for m in model.requests[1].messages)
+
+
+async def test_a_message_the_run_never_reads_is_reported_as_not_delivered(comms: CommLog) -> None:
+    mock = StreamingMock("word " * 60, chunk_delay_s=0.01)  # one model call: there is no next step
+    stream = AgentHarness(model=mock).invoke_streaming("go", context=steerable())
+    dash = RunDashboard(stream)
+    dash.start()
+    await until(lambda: "word" in dash.transcript.text())
+    dash.controls.steer_text.value = "wrap up"
+    dash.controls.send.click()
+    dash.flush()
+    assert "queued for the next model call" in dash.header.widget.value
+    await dash.wait_flushed()
+    assert dash.state.terminal == "completed"
+    assert "not delivered: the run has no further step" in dash.header.widget.value
 
 
 async def test_an_empty_steer_box_sends_nothing_and_a_finished_run_takes_no_commands(comms: CommLog) -> None:
@@ -150,8 +184,11 @@ async def test_an_empty_steer_box_sends_nothing_and_a_finished_run_takes_no_comm
     dash.controls.steer_text.value = "   "
     dash.controls.send.click()
     assert dash.controls.sent == []
+    dash.flush()
+    assert "nothing to send: type a message in the box first" in dash.header.widget.value
     await dash.wait_flushed()
     dash.controls.steer_text.value = "too late"
     dash.controls.send.click()
     assert dash.controls.sent == []
-    assert dash.controls.notice == "the run has already finished"
+    assert dash.controls.notice is not None
+    assert dash.controls.notice.text == "not delivered: the run has already finished"

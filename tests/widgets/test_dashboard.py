@@ -31,7 +31,7 @@ from tinyagents_nb.harness import (
 from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel, StreamingMock
 from tinyagents_nb.widgets import RunDashboard
 
-from .conftest import CommLog
+from .conftest import CommLog, row_text
 
 pytestmark = pytest.mark.anyio
 
@@ -65,14 +65,20 @@ async def test_a_completed_run_fills_every_pane(comms: CommLog) -> None:
     dash = RunDashboard(stream, title="demo")
     await dash.wait_flushed()
 
-    # transcript: one segment per model call, Markdown rendered, reasoning in a closed <details>
+    # transcript: one segment per model call, Markdown for the frontend, reasoning in a closed <details>
     assert dash.transcript.text() == "Let me look\n\nchild says **hi**\n\nDone: *ok*"
-    values = [w.value for w in dash.transcript.widget.children]
-    assert "<strong>hi</strong>" in values[1]
+    children = dash.transcript.widget.children
+    values = [row_text(w) for w in children]
+    assert values[1].endswith("child says **hi**")  # the frontend's Markdown renderer formats it
     assert "▸ researcher" in values[1]
-    assert values[2].startswith("<details style")
+    assert values[2].startswith('<details class="ta-dim"')
+    assert "<details open" not in values[2]
     assert "pondering" in values[2]
-    assert "<em>ok</em>" in values[3]
+    assert values[3] == "Done: *ok*"
+    # the answer stands apart: framed, while sub-agent text is indented under its name
+    assert children[3]._dom_classes == ("ta-text", "ta-answer")
+    assert children[1]._dom_classes == ("ta-text", "ta-sub")
+    assert children[0]._dom_classes == ("ta-text",)
     # tool calls
     rows = list(dash.tools.rows.values())
     assert [(r.name, r.status) for r in rows] == [("lookup", "ok"), ("researcher", "ok")]
@@ -110,8 +116,15 @@ async def test_a_completed_run_fills_every_pane(comms: CommLog) -> None:
     assert dash.run_id in header
     assert "4 model calls" in header
     assert "2 tool calls" in header
+    assert "485 tokens" in header  # tokens and USD in the header, not only in a pane
+    assert "$0.00052" in header
     assert all(b.disabled for b in (dash.controls.stop, dash.controls.pause, dash.controls.resume, dash.controls.send))
-    assert dash._details.titles == ("Tool calls (2)", "Agents (2)", "Cost")
+    assert dash.controls.stop.button_style == ""  # a finished run's Stop is grey, not a live red button
+    # every pane is visible at once (no accordion); the cost needs no click
+    assert "Tool calls (2)" in dash._tools_title.value
+    sections = (dash._tools_section, dash._agents_section, dash._cost_section)
+    assert all(section.layout.display is None for section in sections)
+    assert all(section in dash.widget.children for section in sections)
 
 
 @pytest.mark.filterwarnings("ignore::tinyagents_nb.harness.CostUnknownWarning")
@@ -172,19 +185,21 @@ async def test_tool_errors_are_styled_as_errors(comms: CommLog) -> None:
     assert row.status == "error"
     assert row.output == "disk full"
     assert "✗" in dash.tools.widget.children[0].value
-    assert "#cf222e" in dash.tools.widget.children[0].value
+    assert "ta-tone-err" in dash.tools.widget.children[0].value
 
 
 async def test_pressure_marks_and_the_gauge_without_a_window(comms: CommLog) -> None:
     stream = AgentHarness(model=ScriptedModel(["ok"])).invoke_streaming("hi")
     dash = RunDashboard(stream)
     assert dash.gauge.label.value == "no window configured"
+    assert dash.gauge.widget.layout.display == "none"  # no dead grey bar
     stream.context.emit(ContextPressure, action="trim", tokens_before=9_800, tokens_after=6_100, limit_tokens=8_000)
     await dash.wait_flushed()
     assert list(dash.gauge.marks) == ["trim: 9,800 → 6,100"]
     assert "trim: 9,800 → 6,100" in dash.gauge.marks_view.value
     assert dash.gauge.label.value == "no window configured · 1 pressure action"
     assert dash.gauge.bar.value == 0.0
+    assert dash.gauge.widget.layout.display is None  # the marks are worth showing
 
 
 async def test_the_listener_ignores_other_runs_on_a_shared_sink(comms: CommLog) -> None:
@@ -344,6 +359,7 @@ async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms
     dash = RunDashboard(stream)
     await dash.wait_flushed()
     assert dash.transcript.text() == "The answer is 42."
-    struck = [w.value for w in dash.transcript.widget.children if "line-through" in w.value]
+    rows = [getattr(w, "value", "") for w in dash.transcript.widget.children]
+    struck = [html for html in rows if "line-through" in html]
     assert len(struck) == 1  # the failed attempt is still visible, struck out
     assert "is 4" in struck[0]

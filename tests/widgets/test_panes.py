@@ -27,7 +27,7 @@ from tinyagents_nb.widgets._rows import HtmlRows
 from tinyagents_nb.widgets._transcript import TranscriptPane
 from tinyagents_nb.widgets._tree import AgentTree
 
-from .conftest import CommLog
+from .conftest import CommLog, row_text
 
 
 def no_caption(run_id: str) -> str:
@@ -87,8 +87,9 @@ def test_segments_are_closed_when_their_call_ends_and_reasoning_gives_way_to_tex
     pane.add_delta("r", "c1", "text", "", no_caption)  # empty fragments are ignored
     assert len(pane.segments) == 2
     pane.render()
-    assert "<details style" in pane.widget.children[0].value  # closed reasoning block
-    assert "▸ researcher" in pane.widget.children[1].value
+    assert "<details class" in pane.widget.children[0].value  # closed reasoning block
+    assert "<details open" not in pane.widget.children[0].value
+    assert "▸ researcher" in row_text(pane.widget.children[1])
 
 
 def test_rows_resend_only_what_changed(comms: CommLog) -> None:
@@ -199,10 +200,10 @@ async def test_a_broken_pane_is_logged_and_shown_but_never_stops_the_dashboard(
     broken = {"once": True}
     original = dash.gauge.render
 
-    def render(window: Any) -> None:
+    def render(window: Any, failure: Any = None) -> None:
         if broken.pop("once", False):
             raise RuntimeError("gauge exploded")
-        original(window)
+        original(window, failure)
 
     monkeypatch.setattr(dash.gauge, "render", render)
     dash.start()

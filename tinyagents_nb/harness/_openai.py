@@ -313,7 +313,8 @@ class OpenAIChatModel:
             code = "connect_error"
         else:
             message, code = f"{where}: transport failure ({detail})", "transport_error"
-        return ProviderError(message, retryable=True, provider=self._spec.name, model=self._model, code=code)
+        hint = _connect_hint(self._spec.name, self._spec.base_url) if code == "connect_error" else None
+        return ProviderError(message, retryable=True, provider=self._spec.name, model=self._model, code=code, hint=hint)
 
     def _status_error(self, response: httpx.Response, body: bytes) -> TinyAgentsError:
         error = error_from_status(
@@ -418,3 +419,11 @@ class OpenAIChatModel:
             )
         for item in parser.finish():
             yield item
+
+
+def _connect_hint(provider: str, base_url: str) -> str:
+    """Why a connection may have failed: a local server not started, or no network."""
+    host = (urllib.parse.urlsplit(base_url).hostname or "").lower()
+    if provider == "ollama" or host in ("localhost", "127.0.0.1", "::1"):
+        return "is `ollama serve` running?" if provider == "ollama" else f"is the server at {host} running?"
+    return "no network? check the connection (and any proxy) to the provider"

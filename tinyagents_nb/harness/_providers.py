@@ -159,7 +159,7 @@ class ProviderSpec:
         """What to tell a user whose key is missing or rejected."""
         if self.api_key_env is None:
             return f"pass api_key=... for provider {self.name!r}"
-        return f"set {self.api_key_env} in the environment (or pass api_key=...) for provider {self.name!r}"
+        return f"set {self.api_key_env} in the environment (in a notebook: %env {self.api_key_env}=<your key>), or pass api_key=..."
 
     # ----------------------------------------------------------------------------------- hosts (data-libs §3.7)
     @classmethod

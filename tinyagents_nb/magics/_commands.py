@@ -2,7 +2,12 @@
 
 A command returns what the cell should show (a DataFrame becomes the cell's result) or prints a
 line and returns ``None``. Errors are raised as ``UsageError`` here or as harness errors that
-``AgentMagics`` turns into one line.
+``AgentMagics`` turns into one line. A command that changes several things checks them all first,
+so a mistake in the third name changes nothing.
+
+To add a command (or a family such as ``%agent mcp …``), write ``def _name(magics, session, args)``
+and add it to ``COMMANDS``: the ``%agent`` parser takes its choices, its "did you mean" and its
+listing of commands from that mapping.
 """
 
 from __future__ import annotations
@@ -100,7 +105,10 @@ def _steer(magics: AgentMagics, session: NotebookSession, args: list[str]) -> No
     ref, text = _run_and_text("steer", args)
     run = _active(session, ref, "steer")
     run.steer(text)
-    print(f"steering {run.label}: its next model call sees your message")
+    print(
+        f"queued for {run.label}'s next model call "
+        "(if the run is in its last answer there is none, and the message is not delivered)"
+    )
 
 
 def _redirect(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
@@ -125,7 +133,13 @@ def _context(magics: AgentMagics, session: NotebookSession, args: list[str]) -> 
 
 
 def _history(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
-    return session.history_frame(_at_most_one("history", args, "thread"))
+    thread = _at_most_one("history", args, "thread")
+    if thread is not None and thread != session.thread_id and thread not in session.history.threads():
+        known = ", ".join(session.history.threads()) or "none"
+        raise UsageError(
+            f"no thread {thread!r} in this session (threads with messages: {known}; %agent thread shows the current one)"
+        )
+    return session.history_frame(thread)
 
 
 def _thread(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
@@ -163,18 +177,29 @@ def _tools(magics: AgentMagics, session: NotebookSession, args: list[str]) -> An
     if action not in ("add", "remove") or not names:
         raise UsageError("use %agent tools, %agent tools add <function> …, or %agent tools remove <name> …")
     if action == "remove":
+        unknown = [name for name in names if name not in session.tools]
+        if unknown:  # all or nothing: a typo in one name removes none
+            registered = ", ".join(session.tools.names()) or "none"
+            raise UsageError(
+                f"no tool named {', '.join(map(repr, unknown))}; nothing removed (registered: {registered})"
+            )
         for name in names:
             session.tools.unregister(name)
         print(f"removed {', '.join(names)}; tools: {', '.join(session.tools.names()) or 'none'}")
         return None
     namespace: Mapping[str, Any] = magics.shell.user_ns if magics.shell is not None else {}
-    for name in names:
+    for name in names:  # every name is checked before any is registered
         if name not in namespace:
             raise UsageError(f"name {name!r} is not defined in the notebook; define the function first")
         fn = namespace[name]
         if not (inspect.isfunction(fn) or inspect.ismethod(fn) or isinstance(fn, Tool)):
             raise UsageError(f"{name!r} is a {type(fn).__name__}, not a function; tools are def or async def")
-        session.register_tool(fn)
+        if getattr(fn, "__name__", "") == "<lambda>":
+            raise UsageError(
+                f"{name!r} is a lambda, which has no name the model can call; define it with def {name}(...)"
+            )
+    for name in names:
+        session.register_tool(namespace[name])
     print(f"tools: {', '.join(session.tools.names())}")
     return None
 

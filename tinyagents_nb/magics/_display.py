@@ -81,14 +81,15 @@ def summary_line(run: NotebookRun) -> str:
         status = f"cancelled ({reason})" if reason else status
     usage = outcome.usage
     cost = outcome.cost.total_usd if outcome.cost is not None else None
+    calls, estimate = run.dashboard.interrupted() if run.dashboard is not None else (0, 0)
     parts = [
-        status,
-        _plural(outcome.model_calls, "model call"),
+        _plural(outcome.model_calls, "model call") + (f" + {calls:,} interrupted" if calls else ""),
         _plural(outcome.tool_calls, "tool call"),
-        f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)",
-        usd_text(cost),
+        f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)"
+        + (f" + ~{estimate:,} streamed (estimate)" if estimate else ""),
+        "cost unknown" if calls else usd_text(cost),  # a provider bills what streamed before the stop
     ]
-    return "[" + " · ".join(parts) + "]"
+    return "[" + " · ".join([status, *parts]) + "]"
 
 
 # ------------------------------------------------------------------------------------------ tables
@@ -197,7 +198,7 @@ def models_frame(registered: Sequence[str], default: str | None) -> pd.DataFrame
     import pandas as pd
 
     rows: list[dict[str, Any]] = [
-        {"model": name, "source": "registered", "api_key_env": None, "ready": True, "default": name == default}
+        {"model": name, "source": "registered", "api_key_env": "", "ready": True, "default": name == default}
         for name in registered
     ]
     for spec, ready in known_providers():
@@ -206,7 +207,7 @@ def models_frame(registered: Sequence[str], default: str | None) -> pd.DataFrame
             {
                 "model": f"{prefix}<model>",
                 "source": "provider",
-                "api_key_env": spec.api_key_env,
+                "api_key_env": spec.api_key_env or "",  # "" (not NaN) for hosts without a key
                 "ready": ready,
                 "default": bool(default and default.startswith(prefix)),
             }

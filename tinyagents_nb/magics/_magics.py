@@ -40,6 +40,7 @@ from ._handle import NotebookRun, RunMode
 from ._interpolate import InterpolationError, interpolate
 from ._output import CellView
 from ._session import NotebookSession, _replace_session, get_session
+from ._usage import positive_int, usage_message
 from ._waiting import UNREACHABLE, Delivery, sync_delivery, wait_async, wait_sync
 
 __all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
@@ -154,7 +155,7 @@ class AgentMagics(magic.Magics):
     @_argument("--tools", "-t", help="comma-separated tool names to offer, or 'none' (default: every registered tool)")
     @_argument("--thread", help="run in this conversation thread (it becomes the current one)")
     @_argument("--new-thread", action="store_true", help="start a new conversation thread")
-    @_argument("--max-model-calls", type=int, metavar="N", help="cap on model calls for this run")
+    @_argument("--max-model-calls", type=positive_int, metavar="N", help="cap on model calls for this run (>= 1)")
     @_argument("--timeout", type=float, metavar="S", help="wall-clock budget in seconds")
     @_argument("--wait", action="store_true", help="the cell waits for the run (the default unless configured)")
     @_argument(
@@ -303,7 +304,13 @@ def _parse(magic_fn: Any, line: str) -> argparse.Namespace:
         argv = shlex.split(line)
     except ValueError as exc:  # an unclosed quote
         raise UsageError(f"cannot parse the magic's line: {exc}") from None
-    namespace: argparse.Namespace = magic_fn.parser.parse_args(argv)  # its error() raises UsageError
+    parser = magic_fn.parser
+    try:
+        namespace: argparse.Namespace = parser.parse_args(argv)  # its error() raises UsageError
+    except UsageError as exc:  # argparse's wording, rewritten as the magics' own one line
+        flags = [flag for action in parser._actions for flag in action.option_strings]
+        magic = "%agent" if magic_fn.__name__ == "agent_line" else "%%agent"
+        raise UsageError(usage_message(str(exc), magic=magic, flags=flags, commands=COMMANDS)) from None
     return namespace
 
 

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 
 from tinyagents_nb.harness import (
     AssistantMessage,
+    ModelProfile,
     ModelRequest,
     ModelResponse,
     ModelStreamItem,
@@ -20,10 +21,12 @@ from tinyagents_nb.harness import (
     UserMessage,
 )
 
-__all__ = ["OFFLINE_MODEL", "OfflineModel"]
+__all__ = ["OFFLINE_MODEL", "OFFLINE_WINDOW", "OfflineModel"]
 
 OFFLINE_MODEL = "offline-demo"
 """The name runs show when no model is configured."""
+OFFLINE_WINDOW = 32_000
+"""The context window the offline model claims, so a first dashboard shows a working gauge."""
 _WORDS = re.compile(r"\S+\s*")
 
 
@@ -38,6 +41,12 @@ class OfflineModel:
     def provider(self) -> str:
         return "offline"
 
+    @property
+    def profile(self) -> ModelProfile:
+        return ModelProfile(
+            name=OFFLINE_MODEL, provider="offline", context_window=OFFLINE_WINDOW, max_output_tokens=1_024
+        )
+
     @staticmethod
     def reply(request: ModelRequest) -> str:
         """The answer to ``request`` (deterministic: it depends only on the last user message)."""
@@ -46,8 +55,8 @@ class OfflineModel:
         asked = asked if len(asked) <= 60 else asked[:59] + "…"
         return (
             f"(offline demo model: no model is configured, so nothing was sent anywhere.) You asked: {asked!r}. "
-            'To use a real model run %config AgentMagics.default_model = "openai:gpt-4o-mini" '
-            "(the key is read from OPENAI_API_KEY; %agent models lists every provider and its variable), "
+            "To use a real model, run %env OPENAI_API_KEY=<your key> and then %agent model openai:gpt-4o-mini "
+            "(%agent models lists every provider and its key variable), "
             'or register your own with get_session().register_model("name", model).'
         )
 

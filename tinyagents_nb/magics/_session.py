@@ -367,9 +367,11 @@ class NotebookSession:
             window = run.context.context_window
             if run.thread_id == thread and window is not None:
                 return window, run.model, "measured at the last model call"
-        model = self.model_name()
+        last = next((r for r in reversed(self._runs) if r.thread_id == thread), None)
+        model = last.model if last is not None else self.model_name()  # the thread's model, not the default
         try:
-            window = ContextWindow.for_model(model)
+            known = last.harness.context_window if last is not None else None
+            window = known if known is not None else ContextWindow.for_model(model)
         except (ModelNotFound, ConfigurationError):
             return None, model, "no size known for this model"
         estimate = TokenEstimator.for_model(model).estimate(self.messages(thread))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from tinyagents_nb.harness import CostRecord, CostTracker
 
-from ._format import format_int, format_usd
+from ._format import esc, format_int, format_usd
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -25,7 +25,8 @@ __all__ = ["COST_COLUMNS", "CostTable"]
 COST_COLUMNS: Final = ("agent", "model", "calls", "input", "cached", "cache_write", "output", "reasoning", "usd")
 _INT_COLUMNS: Final = ("calls", "input", "cached", "cache_write", "output", "reasoning")
 _REFRESH_S: Final = 0.25
-_EMPTY: Final = '<div style="opacity:.7">no model usage recorded yet</div>'
+_EMPTY: Final = '<div class="ta-dim">no billed model call yet</div>'
+_NUMERIC: Final = frozenset({*_INT_COLUMNS, "usd"})
 
 
 @dataclass(slots=True)
@@ -82,7 +83,8 @@ class CostTable:
         changed = False
         for record in fresh:
             if belongs(record):
-                key = (label(str(record.run_id)), record.model)
+                name = label(str(record.run_id))
+                key = (f"{name} (depth {record.depth})" if record.depth > 1 else name, record.model)
                 self._groups.setdefault(key, _Group()).add(record)
                 changed = True
         return changed
@@ -117,13 +119,32 @@ class CostTable:
         self._last = now
         if not self._groups:
             return
-        shown = self.dataframe()
-        for name in _INT_COLUMNS:
-            shown[name] = shown[name].map(format_int)
-        shown["usd"] = [format_usd(value) for value in shown["usd"]]  # pandas would print None as "None"
-        html = shown.rename(columns={"usd": "USD"}).to_html(index=False, border=0, escape=True, justify="right")
+        html = _table_html(self.dataframe())
         if html != self.widget.value:
             self.widget.value = html
+
+
+def _table_html(frame: pd.DataFrame) -> str:
+    """A padded table: text columns left-aligned, numbers right-aligned under right-aligned headers."""
+    head = "".join(
+        f'<th class="num">{"USD" if name == "usd" else name}</th>' if name in _NUMERIC else f"<th>{name}</th>"
+        for name in COST_COLUMNS
+    )
+    rows = []
+    for record in frame.to_dict("records"):
+        cells = []
+        for name in COST_COLUMNS:
+            value = record[name]
+            if name == "usd":
+                cells.append(f'<td class="num">{esc(format_usd(value))}</td>')
+            elif name in _NUMERIC:
+                cells.append(f'<td class="num">{format_int(int(value))}</td>')
+            else:
+                cells.append(f"<td>{esc(value)}</td>")
+        total = ' class="ta-total"' if record["agent"] == "total" and not record["model"] else ""
+        rows.append(f"<tr{total}>{''.join(cells)}</tr>")
+    table = f'<table class="ta-table"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<div class="ta-scroll-x">{table}</div>'  # a narrow notebook scrolls the table, not the page
 
 
 def _row(agent: str, model: str, group: _Group) -> dict[str, Any]:

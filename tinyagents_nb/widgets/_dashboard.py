@@ -6,6 +6,11 @@ widget (it runs on the emitting thread, once per token). A single flusher on the
 (``_bridge``) applies that state to the widgets at ``throttle_hz``, and once more when the run's
 task is done. Control callbacks may run on any thread and only signal the run. The ``text/plain``
 output is a deterministic one-line summary, so non-widget frontends and nbval see something stable.
+
+Layout, top to bottom: header (status, model, time, calls, tokens, USD), controls, context gauge
+(hidden while no window is known), transcript (grows with the page), then the tool calls (only
+once there is one), the sub-agent tree (only once there is a sub-agent) and the cost table, each
+under a small heading and all visible at once: nothing needs a click to be seen.
 """
 
 from __future__ import annotations
@@ -17,15 +22,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tinyagents_nb.harness import AgentStream, ConfigurationError, CostRecord
+from tinyagents_nb.harness import AgentStream, ConfigurationError, CostRecord, TokenEstimator
 
 from ._bridge import Flusher, when_done
-from ._controls import RunControls
+from ._controls import PAUSING_NOTICE, RunControls
 from ._costs import CostTable
-from ._format import format_int, format_usd, plural
 from ._gauge import ContextGauge
-from ._header import RunHeader, RunState
+from ._header import Notice, RunHeader, RunState, Totals, usage_text
 from ._router import EventRouter
+from ._style import STYLESHEET
 from ._tools import ToolCallsPane
 from ._transcript import TranscriptPane
 from ._tree import AgentTree, AgentTreePane
@@ -83,18 +88,33 @@ class RunDashboard:
         self.tools = ToolCallsPane(max_rows=max_history)
         self.agents = AgentTreePane()
         self.costs = CostTable()
-        self._details: Any = widgets.Accordion(
-            children=(self.tools.widget, self.agents.widget, self.costs.widget), selected_index=0
+        self._tools_title: Any = widgets.HTML(value="")
+        self._tools_section: Any = widgets.VBox(
+            children=(self._tools_title, self.tools.widget), layout=widgets.Layout(display="none")
         )
-        self._titles: tuple[str, ...] = ()
+        self._agents_section: Any = widgets.VBox(
+            children=(widgets.HTML(value='<div class="ta-section">Agents</div>'), self.agents.widget),
+            layout=widgets.Layout(display="none"),
+        )
+        self._cost_section: Any = widgets.VBox(
+            children=(widgets.HTML(value='<div class="ta-section">Cost</div>'), self.costs.widget)
+        )
+        self._tools_shown = -1
+        self._agents_shown = False
+        self._stop_marked = False
+        self._undelivered_noted = False
         self.widget: Any = widgets.VBox(
             children=(
+                widgets.HTML(value=STYLESHEET),
                 self.header.widget,
                 self.controls.widget,
                 self.gauge.widget,
                 self.transcript.widget,
-                self._details,
-            )
+                self._tools_section,
+                self._agents_section,
+                self._cost_section,
+            ),
+            _dom_classes=["ta-dash"],
         )
         self._flusher = Flusher(self._flush, lambda: self.state.finished, interval_s=1.0 / throttle_hz)
         self._watching = False
@@ -161,6 +181,56 @@ class RunDashboard:
         if remove is not None:
             remove()
 
+    # ------------------------------------------------------------------ what the run did (under the lock)
+    def _totals(self) -> Totals:
+        usage = self._ctx.usage.for_subtree(self.run_id)
+        usd = self._ctx.costs.for_subtree(self.run_id).total_usd
+        calls, estimate = 0, 0
+        if self.state.terminal in ("cancelled", "failed"):  # what a stop cut off: streamed, never reported
+            streamed = [text for text in self.transcript.streamed_text().values() if text]
+            calls = len(streamed)
+            if streamed:
+                counter = TokenEstimator.for_model(self.state.model or None).counter
+                estimate = sum(counter.count(text) for text in streamed)
+        return Totals(
+            tokens=usage.total_tokens,
+            input_tokens=usage.input_tokens,
+            output_tokens=usage.output_tokens,
+            usd=usd,
+            interrupted_calls=calls,
+            estimated_tokens=estimate,
+        )
+
+    def _on_terminal(self) -> None:
+        """Once the run ended: mark where a stop cut the transcript, frame the answer, report lost messages."""
+        state = self.state
+        if state.terminal == "completed":
+            self.transcript.mark_answer(self.run_id)
+        if state.terminal in ("cancelled", "failed") and not self._stop_marked:
+            self._stop_marked = True
+            if self.transcript.streamed_text():
+                why = f" ({state.cancel_reason})" if state.terminal == "cancelled" and state.cancel_reason else ""
+                self.transcript.add_note(
+                    f"■ {state.terminal} here{why}: the text above is all that arrived", css="ta-stopped"
+                )
+        undelivered = len(self.controls.sent) - state.steers_delivered
+        if undelivered > 0 and not self._undelivered_noted:
+            self._undelivered_noted = True
+            what = "message was" if undelivered == 1 else f"{undelivered} messages were"
+            self.controls.notice = Notice(f"not delivered: the run has no further step (your {what} not seen)", "warn")
+
+    def _notice(self, status: str) -> Notice | None:
+        notice = self.controls.notice
+        if self._flusher.last_error is not None:
+            return Notice(f"dashboard error: {self._flusher.last_error}", "warn")
+        if notice is not None and notice.text == PAUSING_NOTICE and status == "paused":
+            return Notice("paused — Resume continues; a message sent now is seen when it does")
+        if notice is None and isinstance(self.queued, str):
+            notice = Notice(self.queued)
+        if notice is None and self.controls.unreachable is not None and self.state.terminal is None:
+            notice = Notice(self.controls.unreachable, "warn")
+        return notice
+
     # ------------------------------------------------------------------ the flush (loop thread)
     def _status(self) -> str:
         state, controls = self.state, self.controls
@@ -188,23 +258,33 @@ class RunDashboard:
             with self._lock:
                 status = self._status()
                 terminal = self.state.terminal is not None
-                notice = self.controls.notice or (self.queued if isinstance(self.queued, str) else None)
-                notice = notice or (self.controls.unreachable if not terminal else None)
-                if self._flusher.last_error is not None:
-                    notice = f"dashboard error: {self._flusher.last_error}"
-                self.header.render(self.state, status=status, now=now, notice=notice)
+                if self.state.finished:
+                    self._on_terminal()
+                self.header.render(
+                    self.state, status=status, now=now, totals=self._totals(), notice=self._notice(status)
+                )
                 self.controls.render(status=status, terminal=terminal)
-                self.gauge.render(ctx.context_window)
-                self.transcript.render()
+                self.gauge.render(ctx.context_window, self.state.error)
+                self.transcript.render(waiting=not terminal)
                 self.tools.render()
                 self.agents.render(self.tree, ctx.usage, ctx.costs, now=now, force=force)
                 self.costs.render(ctx.costs, self._belongs, self.tree.name_of, now=now, force=force)
-                titles = (f"Tool calls ({self.tools.count:,})", f"Agents ({len(self.tree):,})", "Cost")
-            if titles != self._titles:
-                self._details.titles = titles
-                self._titles = titles
+                tool_count, agents = self.tools.count, len(self.tree) > 1
+            if tool_count != self._tools_shown:
+                self._tools_shown = tool_count
+                self._tools_title.value = f'<div class="ta-section">Tool calls ({tool_count:,})</div>'
+                self._tools_section.layout.display = None if tool_count else "none"
+            if agents != self._agents_shown:
+                self._agents_shown = agents
+                self._agents_section.layout.display = None if agents else "none"
 
     # ------------------------------------------------------------------ display
+    def interrupted(self) -> tuple[int, int]:
+        """``(calls, estimated tokens)`` a stop or failure cut off mid-stream, which no provider reported."""
+        with self._lock:
+            totals = self._totals()
+        return totals.interrupted_calls, totals.estimated_tokens
+
     def summary_text(self) -> str:
         """One deterministic line: the status, and once ended the counts, tokens and USD.
 
@@ -221,14 +301,7 @@ class RunDashboard:
             if state.terminal == "failed":
                 error = state.error
                 parts.append(f"{type(error).__name__}: {error}" if error is not None else state.error_text or "error")
-            tokens = self._ctx.usage.for_subtree(self.run_id).total_tokens
-            usd = self._ctx.costs.for_subtree(self.run_id).total_usd
-            parts += [
-                plural(state.model_calls, "model call"),
-                plural(state.tool_calls, "tool call"),
-                f"{format_int(tokens)} tokens",
-                "cost unknown" if usd is None else format_usd(usd),
-            ]
+            parts.append(usage_text(state.model_calls, state.tool_calls, self._totals()))
         return f"<tinyagents run{name}: {' · '.join(parts)}>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:

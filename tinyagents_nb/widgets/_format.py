@@ -11,7 +11,6 @@ from decimal import Decimal
 from typing import Any, Final
 
 __all__ = [
-    "STATUS_COLOURS",
     "esc",
     "format_duration",
     "format_int",
@@ -20,17 +19,6 @@ __all__ = [
     "plural",
     "truncate",
 ]
-
-STATUS_COLOURS: Final = {
-    "running": "#1f6feb",
-    "pausing": "#b26b00",
-    "paused": "#b26b00",
-    "stopping": "#b26b00",
-    "completed": "#1a7f37",
-    "failed": "#cf222e",
-    "cancelled": "#6e7781",
-}
-"""Status label colours, readable on light and dark notebook themes."""
 
 _MICRO: Final = Decimal("0.000001")
 

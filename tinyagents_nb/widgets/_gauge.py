@@ -4,6 +4,10 @@ The run keeps ``RunContext.context_window`` current (its estimate is refreshed b
 call); the gauge reads it at flush time and colours the bar by pressure. Each ``context.pressure``
 event (the chain trimmed, summarised or gave up) becomes a mark, so a user can see *why* the
 prompt shrank.
+
+A turn that failed with ``ContextLimitError`` never got a window estimate published, so the gauge
+takes the numbers from the error: the request that did not fit, as a full red bar. With no window
+known at all (a model whose profile has no size), the gauge is hidden rather than shown empty.
 """
 
 from __future__ import annotations
@@ -11,7 +15,7 @@ from __future__ import annotations
 from collections import deque
 from typing import Any, Final
 
-from tinyagents_nb.harness import ContextWindow
+from tinyagents_nb.harness import ContextLimitError, ContextWindow
 
 from ._format import esc, format_int, plural
 
@@ -42,10 +46,15 @@ class ContextGauge:
         self.bar: Any = widgets.FloatProgress(
             value=0.0, min=0.0, max=1.0, bar_style="", description="context", layout=widgets.Layout(width="320px")
         )
-        self.label: Any = widgets.HTML(value=_NO_WINDOW)
+        self.label: Any = widgets.HTML(
+            value=_NO_WINDOW,
+            tooltip="estimated before each model call with the local token counter; "
+            "the provider's billed input count (in the Cost table) may differ slightly",
+        )
         self.marks_view: Any = widgets.HTML(value="")
         self.widget: Any = widgets.VBox(
             children=(widgets.HBox(children=(self.bar, self.label)), self.marks_view),
+            layout=widgets.Layout(display="none"),
         )
         self.marks: deque[str] = deque(maxlen=max_marks)
         """Recent marks as text, e.g. ``"trim: 9,800 → 6,100"`` (plain state)."""
@@ -67,9 +76,15 @@ class ContextGauge:
         self._marks_dirty = True
 
     # ------------------------------------------------------------------ flusher side (widgets)
-    def render(self, window: ContextWindow | None) -> None:
-        """Show ``window``'s utilization; writes only what changed (loop thread only)."""
-        if window is None:
+    def render(self, window: ContextWindow | None, failure: BaseException | None = None) -> None:
+        """Show ``window``'s utilization, or the request a ``failure`` could not fit; writes only what changed."""
+        if isinstance(failure, ContextLimitError) and failure.estimated_tokens and failure.limit_tokens:
+            value, style = 1.0, "danger"
+            text = (
+                f"did not fit: the request needs {format_int(failure.estimated_tokens)} tokens, "
+                f"{format_int(failure.limit_tokens)} usable"
+            )
+        elif window is None:
             value, style, text = 0.0, "", _NO_WINDOW
         else:
             used = window.utilization
@@ -81,6 +96,8 @@ class ContextGauge:
             text += f" · {plural(self.mark_count, 'pressure action')}"
         shown = (value, style, text)
         if shown != self._shown:
+            visible = text != _NO_WINDOW
+            self.widget.layout.display = None if visible else "none"
             with self.bar.hold_sync():
                 self.bar.value = value
                 self.bar.bar_style = style

@@ -1,26 +1,51 @@
-"""The run header: title, status, model, run id, elapsed time, counts, and the error of a failed run.
+"""The run header: title, status, model, elapsed time, counts, tokens and USD, and a failed run's error.
 
 ``RunState`` is the plain record the event listener and the run's done-callback fill in; the
 header renders it. A failed background run's error (type, message and the harness's one-line
 hint) stays in the header, since nobody else may ever await that run.
+
+A stopped run may have streamed text that no provider reported usage for: the header then shows
+the interrupted call and an *estimate* of its tokens, labelled as one, and the cost as unknown
+(a real provider bills those tokens), never "0 model calls · $0". While the run is live, a hidden
+twin of the status says the kernel is gone; the stylesheet shows it instead when ipywidgets marks
+the view disconnected (a kernel restart), so a dashboard never claims a run that no longer exists.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import Any, Final
 
 from tinyagents_nb.harness import AgentRun
 
-from ._format import STATUS_COLOURS, esc, format_duration, plural, truncate
+from ._format import esc, format_duration, format_int, format_usd, plural, truncate
+from ._style import status_class
 
-__all__ = ["RunHeader", "RunState"]
+__all__ = ["Notice", "RunHeader", "RunState", "Totals"]
 
 _ERROR_CHARS: Final = 1_000
-_ERROR_STYLE: Final = (
-    "margin-top:4px;padding:6px 8px;border-left:3px solid #cf222e;background:rgba(207,34,46,.08);"
-    "white-space:pre-wrap;word-break:break-word"
-)
+_GONE: Final = "● not running: the kernel restarted or disconnected (the run is lost)"
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """Billed tokens and USD of the run's tree, plus what a stop interrupted (estimated)."""
+
+    tokens: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usd: Decimal | None = Decimal(0)
+    interrupted_calls: int = 0
+    estimated_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Notice:
+    """A line under the header: ``info`` (an acknowledgement) or ``warn`` (a refused command)."""
+
+    text: str
+    tone: str = "info"
 
 
 @dataclass(slots=True, kw_only=True)
@@ -47,6 +72,7 @@ class RunState:
     result: AgentRun | None = None
     model_calls: int = 0
     tool_calls: int = 0
+    steers_delivered: int = 0
 
 
 class RunHeader:
@@ -57,33 +83,55 @@ class RunHeader:
 
         self.widget: Any = widgets.HTML(value="")
 
-    def render(self, state: RunState, *, status: str, now: float, notice: str | None = None) -> None:
+    def render(
+        self, state: RunState, *, status: str, now: float, totals: Totals = Totals(), notice: Notice | None = None
+    ) -> None:
         """Write the header if its text changed (elapsed is in whole seconds while running)."""
-        html = header_html(state, status=status, now=now, notice=notice)
+        html = header_html(state, status=status, now=now, totals=totals, notice=notice)
         if html != self.widget.value:
             self.widget.value = html
 
 
-def header_html(state: RunState, *, status: str, now: float, notice: str | None = None) -> str:
-    colour = STATUS_COLOURS.get(status, "inherit")
+def usage_text(model_calls: int, tool_calls: int, totals: Totals) -> str:
+    """``2 model calls · 1 tool call · 1,234 tokens · $0.000409``, with a stopped call's estimate."""
+    parts = [plural(model_calls, "model call")]
+    if totals.interrupted_calls:
+        parts[0] += f" + {totals.interrupted_calls:,} interrupted"
+    parts.append(plural(tool_calls, "tool call"))
+    if not (totals.tokens or totals.estimated_tokens or totals.interrupted_calls or totals.usd):
+        return " · ".join(parts)  # nothing billed yet: no "0 tokens · $0.00" that reads like a fact
+    parts.append(f"{format_int(totals.tokens)} tokens")
+    if totals.estimated_tokens:
+        parts[-1] += f" + ~{format_int(totals.estimated_tokens)} streamed (estimate)"
+    parts.append("cost unknown" if totals.usd is None or totals.interrupted_calls else format_usd(totals.usd))
+    return " · ".join(parts)
+
+
+def header_html(
+    state: RunState, *, status: str, now: float, totals: Totals = Totals(), notice: Notice | None = None
+) -> str:
+    live = state.terminal is None
+    status_html = f'<span class="ta-status {status_class(status)}">● {esc(status)}</span>'
+    if live:
+        status_html = f'<span class="ta-live">{status_html}</span><span class="ta-gone ta-status">{_GONE}</span>'
     facts = [
         f"<b>{esc(state.title)}</b>",
-        f'<span style="color:{colour};font-weight:600">● {esc(status)}</span>',
+        status_html,
         f"model <code>{esc(state.model or '?')}</code>",
-        f'<span style="opacity:.7">run <code>{esc(state.run_id)}</code></span>',
     ]
     if state.started is not None:
         end = state.ended if state.ended is not None else now
         facts.append(format_duration(end - state.started, precise=state.ended is not None))
-    facts.append(f"{plural(state.model_calls, 'model call')} · {plural(state.tool_calls, 'tool call')}")
-    html = '<div style="display:flex;flex-wrap:wrap;gap:.9em;align-items:baseline">'
+    facts.append(usage_text(state.model_calls, state.tool_calls, totals))
+    html = f'<div class="ta-head" title="run {esc(state.run_id)}">'
     html += "".join(f"<span>{fact}</span>" for fact in facts) + "</div>"
     if state.terminal == "failed":
         html += _error_box(state)
     elif state.terminal == "cancelled" and state.cancel_reason:
-        html += f'<div style="opacity:.8">cancelled: {esc(state.cancel_reason)}</div>'
-    if notice:
-        html += f'<div style="color:{STATUS_COLOURS["pausing"]}">{esc(notice)}</div>'
+        html += f'<div class="ta-dim">cancelled: {esc(state.cancel_reason)}</div>'
+    if notice is not None:
+        tone = "ta-tone-warn" if notice.tone == "warn" else "ta-dim"
+        html += f'<div class="ta-notice {tone}">{esc(notice.text)}</div>'
     return html
 
 
@@ -91,10 +139,10 @@ def _error_box(state: RunState) -> str:
     error = state.error
     if error is None:
         text = state.error_text or "the run failed"
-        return f'<div style="{_ERROR_STYLE}">{esc(truncate(text, _ERROR_CHARS))}</div>'
+        return f'<div class="ta-error">{esc(truncate(text, _ERROR_CHARS))}</div>'
     message = truncate(str(error), _ERROR_CHARS)
     html = f"<b>{esc(type(error).__name__)}</b>: {esc(message)}"
     hint = getattr(error, "hint", None)
     if hint:
         html += f'<br><span style="opacity:.85">hint: {esc(hint)}</span>'
-    return f'<div style="{_ERROR_STYLE}">{html}</div>'
+    return f'<div class="ta-error">{html}</div>'

@@ -24,6 +24,13 @@ from ._tree import AgentTree
 __all__ = ["TERMINAL_KINDS", "EventRouter"]
 
 TERMINAL_KINDS: Final = {"run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
+_STEERING_WORDS: Final = {
+    "inject_message": "your message was delivered",
+    "pause": "paused",
+    "resume": "resumed",
+    "redirect": "redirected",
+    "cancel": "stop requested",
+}
 
 
 class EventRouter:
@@ -45,6 +52,7 @@ class EventRouter:
         self._transcript = transcript
         self._tools = tools
         self._gauge = gauge
+        self._retries: dict[tuple[str, str], int] = {}
         self._handlers: Mapping[str, Callable[[Any], None]] = {
             "model.delta": self._on_delta,
             "run.started": self._on_run_started,
@@ -107,15 +115,19 @@ class EventRouter:
         # the retried attempt streams from the start in a new segment; model.discarded (just before)
         # already struck the failed attempt's text out of the answer
         self._transcript.end_call(event.run_id, event.call_id)
-        self._note(event, f"retry {event.attempt} in {event.delay_s:.1f} s: {event.error}")
+        self._retries[(event.run_id, event.call_id)] = event.attempt
+        self._note(event, f"attempt {event.attempt} failed, retrying in {event.delay_s:.1f} s: {event.error}")
 
     def _on_model_completed(self, event: Any) -> None:
         self._state.model_calls += 1
+        self._retries.pop((event.run_id, event.call_id), None)
         self._transcript.end_call(event.run_id, event.call_id)
 
     def _on_model_failed(self, event: Any) -> None:
         self._transcript.end_call(event.run_id, event.call_id)
-        self._note(event, f"model call failed (attempt {event.attempt}): {event.error_type}: {event.error}")
+        attempts = max(event.attempt, self._retries.pop((event.run_id, event.call_id), 0) + 1)
+        after = f" after {attempts} attempts" if attempts > 1 else ""
+        self._note(event, f"model call failed{after}: {event.error_type}: {event.error}")
 
     def _on_tool_started(self, event: Any) -> None:
         caption = self._tree.caption(event.run_id)
@@ -148,9 +160,17 @@ class EventRouter:
         )
 
     def _on_steering(self, event: Any) -> None:
-        verb = "applied" if event.accepted else "refused"
-        detail = f": {event.detail}" if event.detail else ""
-        self._note(event, f"↪ steering {verb} · {event.command}{detail}")
+        if not event.accepted:
+            detail = f": {event.detail}" if event.detail else ""
+            self._note(event, f"↪ steering refused ({event.command}){detail}")
+            return
+        if event.command == "inject_message" and event.run_id == self._state.run_id:
+            self._state.steers_delivered += 1
+        words = _STEERING_WORDS.get(event.command, event.command.replace("_", " "))
+        detail = event.detail
+        if event.command in ("pause", "cancel") and detail.endswith(" button"):
+            detail = ""  # "paused: pause button" says nothing new
+        self._note(event, f"↪ {words}" + (f": {detail}" if detail else ""))
 
     def _note(self, event: AgentEvent, text: str) -> None:
         self._transcript.add_note(text, self._tree.caption(event.run_id))

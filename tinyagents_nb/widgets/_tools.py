@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from ._format import STATUS_COLOURS, esc, format_duration, json_preview, truncate
+from ._format import esc, format_duration, json_preview, truncate
 from ._rows import HtmlRows
 
 __all__ = ["ToolCallRow", "ToolCallsPane"]
@@ -17,7 +17,7 @@ _OUTPUT_CHARS: Final = 600
 _PRE: Final = (
     "margin:2px 0 6px;padding:4px 6px;background:rgba(127,127,127,.1);white-space:pre-wrap;word-break:break-word"
 )
-_MARK: Final = {"running": ("⋯", STATUS_COLOURS["running"]), "ok": ("✓", "#1a7f37"), "error": ("✗", "#cf222e")}
+_MARK: Final = {"running": ("⋯", "ta-tone-run"), "ok": ("✓", "ta-tone-ok"), "error": ("✗", "ta-tone-err")}
 
 
 @dataclass(slots=True, kw_only=True)
@@ -98,23 +98,23 @@ class ToolCallsPane:
 
 
 def _row_html(row: ToolCallRow) -> str:
-    mark, colour = _MARK[row.status]
-    facts = [esc(row.caption)] if row.caption else []
+    mark, tone = _MARK[row.status]
+    facts = [f"by {esc(row.caption)}"] if row.caption else []
     if row.status == "running":
         facts.append("running")
     elif row.duration_s is not None:
         facts.append(format_duration(row.duration_s))
     if row.status == "error":
-        facts.append(f'<span style="color:{colour}">{esc(row.error_type or "error")}</span>')
+        facts.append(f'<span class="{tone}">{esc(row.error_type or "error")}</span>')
     summary = (
-        f'<summary style="cursor:pointer"><span style="color:{colour};font-weight:600">{mark}</span> '
+        f'<summary style="cursor:pointer"><span class="{tone}" style="font-weight:600">{mark}</span> '
         f"<code>{esc(row.name)}</code> "
         f'<span style="opacity:.7">{" · ".join(facts)}</span></summary>'
     )
     body = f'<div style="opacity:.75">arguments</div><pre style="{_PRE}">{esc(row.arguments)}</pre>'
     if row.status != "running":
-        style = f"{_PRE};color:{colour}" if row.status == "error" else _PRE
+        cls = f' class="{tone}"' if row.status == "error" else ""
         label = "error" if row.status == "error" else "result"
         output = esc(truncate(row.output, _OUTPUT_CHARS))
-        body += f'<div style="opacity:.75">{label}</div><pre style="{style}">{output}</pre>'
+        body += f'<div style="opacity:.75">{label}</div><pre{cls} style="{_PRE}">{output}</pre>'
     return f'<details style="font-size:92%">{summary}{body}</details>'

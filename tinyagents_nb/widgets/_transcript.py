@@ -2,9 +2,15 @@
 
 Deltas are appended to plain buffers by the listener; the flusher renders only the segments that
 changed since the last flush (normally the one being streamed). A segment is one model call's text
-(or its reasoning, shown dimmed in a collapsible block, or a short note such as a steering
-command). A long answer is cut into further segments at paragraph breaks outside code fences, so
-an update never resends more than a few kilobytes however long the answer grows.
+(or its reasoning, shown in a collapsed block, or a short note such as a steering command). A long
+answer is cut into further segments at paragraph breaks outside code fences, so an update never
+resends more than a few kilobytes however long the answer grows.
+
+Text goes to the frontend's Markdown renderer (``Markdown`` rows, made safe first); reasoning and
+notes are HTML from the safe built-in renderer. The pane has no height of its own: it grows with
+the page, so the live end of a streaming answer is where the notebook scrolls, not hidden at the
+bottom of an inner box. Sub-agent text is indented under its agent's name; once the run completed,
+the root run's last answer is framed as *the* answer.
 """
 
 from __future__ import annotations
@@ -16,7 +22,8 @@ from typing import Any, Final, Literal
 
 from ._format import esc
 from ._markdown import render_markdown
-from ._rows import HtmlRows
+from ._rows import HtmlRows, Markdown
+from ._safe_markdown import safe_markdown
 
 __all__ = ["Segment", "SegmentKind", "TranscriptPane"]
 
@@ -24,7 +31,8 @@ SegmentKind = Literal["text", "thinking", "note"]
 
 _SPLIT_CHARS: Final = 4_000
 _FENCE_LINE: Final = re.compile(r"^\s{0,3}(```|~~~)", re.MULTILINE)
-_CAPTION_STYLE: Final = "font-size:85%;opacity:.7;margin-bottom:2px"
+_WAITING_KEY: Final = -1
+_WAITING_HTML: Final = '<div class="ta-note ta-dim">waiting for the model\'s first words…</div>'
 
 
 @dataclass(slots=True, kw_only=True)
@@ -33,14 +41,18 @@ class Segment:
 
     kind: SegmentKind
     caption: str = ""
+    run_id: str = ""
+    call_id: str = ""
+    css: str = "ta-note"
+    """The class of a note (``ta-note``, or ``ta-stopped`` for the end mark)."""
+    answer: bool = False
+    """Part of the run's final answer (framed once the run completed)."""
     parts: list[str] = field(default_factory=list)
     size: int = 0
     active: bool = True
     checked_at: int = 0
     glue: str = "\n\n"
     """What separated this segment from the previous one when a long answer was cut."""
-    source: tuple[str, str] = ("", "")
-    """The (run id, model call id) whose deltas it holds."""
     discarded: bool = False
     """A failed stream attempt's text (``model.discarded``): shown struck through, never part of the answer."""
 
@@ -57,7 +69,7 @@ class TranscriptPane:
     """
 
     def __init__(self, *, max_segments: int) -> None:
-        self._rows = HtmlRows(noun="segment", layout={"max_height": "420px", "overflow": "auto"})
+        self._rows = HtmlRows(noun="segment", classes=("ta-transcript",))
         self.widget: Any = self._rows.box
         self.segments: dict[int, Segment] = {}
         """Kept segments by key, oldest first (plain state: read it under the dashboard's lock)."""
@@ -66,6 +78,7 @@ class TranscriptPane:
         self._dirty: set[int] = set()
         self._next = 0
         self._max = max_segments
+        self._waiting = False
 
     # ------------------------------------------------------------------ listener side (plain state)
     def add_delta(self, run_id: str, call_id: str, kind: SegmentKind, text: str, caption: Callable[[str], str]) -> None:
@@ -76,7 +89,7 @@ class TranscriptPane:
         key = self._open.get(slot)
         if key is None:
             self.end_call(run_id, call_id)  # reasoning ends when the answer starts
-            key = self._add(Segment(kind=kind, caption=caption(run_id), source=(run_id, call_id)))
+            key = self._add(Segment(kind=kind, caption=caption(run_id), run_id=run_id, call_id=call_id))
             self._open[slot] = key
         segment = self.segments[key]
         segment.parts.append(text)
@@ -97,13 +110,40 @@ class TranscriptPane:
         """A failed attempt of model call ``call_id`` is being retried: its text so far is not the answer."""
         self.end_call(run_id, call_id)
         for key, segment in self.segments.items():
-            if segment.source == (run_id, call_id) and not segment.discarded:
+            if (segment.run_id, segment.call_id) == (run_id, call_id) and not segment.discarded:
                 segment.discarded = True
                 self._dirty.add(key)
 
-    def add_note(self, text: str, caption: str = "") -> None:
-        """A one-line event in the flow of the conversation (steering, retry, fallback)."""
-        self._add(Segment(kind="note", caption=caption, parts=[text], size=len(text), active=False))
+    def add_note(self, text: str, caption: str = "", *, css: str = "ta-note") -> None:
+        """A one-line event in the flow of the conversation (steering, retry, fallback, the stop mark)."""
+        self._add(Segment(kind="note", caption=caption, parts=[text], size=len(text), active=False, css=css))
+
+    def mark_answer(self, root_run_id: str) -> None:
+        """Frame the root run's last model call's text as the answer (call once the run completed)."""
+        last = next(
+            (
+                s
+                for s in reversed(self.segments.values())
+                if s.kind == "text" and s.run_id == root_run_id and not s.discarded
+            ),
+            None,
+        )
+        if last is None:
+            return
+        for key, segment in self.segments.items():
+            same_call = (segment.run_id, segment.call_id) == (last.run_id, last.call_id)
+            if segment.kind == "text" and same_call and not segment.answer:
+                segment.answer = True
+                self._dirty.add(key)
+
+    def streamed_text(self) -> dict[tuple[str, str], str]:
+        """Text and reasoning of the calls still streaming, by (run id, call id): what a stop interrupted."""
+        out: dict[tuple[str, str], str] = {}
+        for (run_id, call_id, _kind), key in self._open.items():
+            segment = self.segments.get(key)
+            if segment is not None:
+                out[(run_id, call_id)] = out.get((run_id, call_id), "") + segment.text
+        return out
 
     def _add(self, segment: Segment) -> int:
         key = self._next
@@ -130,7 +170,13 @@ class TranscriptPane:
         segment.parts, segment.size, segment.active = [head], len(head), False
         self._dirty.add(key)
         rest = Segment(
-            kind=segment.kind, parts=[tail] if tail else [], size=len(tail), glue=glue, source=segment.source
+            kind=segment.kind,
+            parts=[tail] if tail else [],
+            size=len(tail),
+            glue=glue,
+            caption=segment.caption,
+            run_id=segment.run_id,
+            call_id=segment.call_id,
         )
         self._open[slot] = self._add(rest)
 
@@ -146,11 +192,26 @@ class TranscriptPane:
         return "".join(parts)
 
     # ------------------------------------------------------------------ flusher side (widgets)
-    def render(self) -> None:
-        """Resend the segments that changed since the last flush (loop thread only)."""
-        changed = {key: _segment_html(self.segments[key]) for key in sorted(self._dirty) if key in self.segments}
+    def render(self, *, waiting: bool = False) -> None:
+        """Resend the segments that changed since the last flush (loop thread only).
+
+        ``waiting``: the run is live and nothing arrived yet, so a placeholder says so.
+        """
+        changed: dict[int, str | Markdown] = {}
+        previous: Segment | None = None
+        for key, segment in self.segments.items():  # a continued segment repeats no caption
+            if key in self._dirty:
+                changed[key] = _segment_row(segment, previous)
+            previous = segment
         self._dirty.clear()
-        self._rows.sync(list(self.segments), changed, self.dropped)
+        keys = list(self.segments)
+        waiting = waiting and not keys
+        if waiting:
+            keys = [_WAITING_KEY]
+            if not self._waiting:
+                changed[_WAITING_KEY] = _WAITING_HTML
+        self._waiting = waiting
+        self._rows.sync(keys, changed, self.dropped)
 
     def close(self) -> None:
         self._rows.close()
@@ -172,18 +233,25 @@ def _cut_point(text: str) -> tuple[int, str] | None:
     return None
 
 
-def _segment_html(segment: Segment) -> str:
-    caption = f'<div style="{_CAPTION_STYLE}">▸ {esc(segment.caption)}</div>' if segment.caption else ""
+def _segment_row(segment: Segment, previous: Segment | None) -> str | Markdown:
+    who = f"{esc(segment.caption)} · " if segment.caption else ""
     if segment.kind == "note":
-        return f'<div style="opacity:.75;font-size:90%">{caption}{esc(segment.text)}</div>'
+        return f'<div class="{segment.css}">{who}{esc(segment.text)}</div>'
     if segment.discarded:
-        return f'<div style="opacity:.5;text-decoration:line-through">{caption}{esc(segment.text)}</div>'
-    body = render_markdown(segment.text)
+        return f'<div class="ta-dim" style="text-decoration:line-through">{who}{esc(segment.text)}</div>'
     if segment.kind == "thinking":
-        state = " open" if segment.active else ""
+        live = " (streaming…)" if segment.active else ""
         return (
-            f'<details{state} style="opacity:.65;font-size:92%">'
-            f'<summary style="cursor:pointer">thinking{" · " + esc(segment.caption) if segment.caption else ""}'
-            f"</summary>{body}</details>"
+            f'<details class="ta-dim" style="font-size:92%"><summary style="cursor:pointer">'
+            f"{who}reasoning · {len(segment.text):,} characters{live}</summary>{render_markdown(segment.text)}</details>"
         )
-    return f"{caption}<div>{body}</div>"
+    source = safe_markdown(segment.text)
+    continued = (
+        previous is not None
+        and previous.kind == "text"
+        and (previous.run_id, previous.call_id) == (segment.run_id, segment.call_id)
+    )
+    if segment.caption and not continued:
+        source = f'<div class="ta-caption">▸ {esc(segment.caption)}</div>\n\n{source}'
+    classes = ("ta-text", "ta-sub") if segment.caption else ("ta-text", "ta-answer") if segment.answer else ("ta-text",)
+    return Markdown(source, segment.text, classes)

@@ -14,7 +14,8 @@ from typing import Any, Final
 
 from tinyagents_nb.harness import CostTracker, UsageTracker
 
-from ._format import STATUS_COLOURS, esc, format_int, format_usd
+from ._format import esc, format_int, format_usd
+from ._style import status_class
 
 __all__ = ["AgentNode", "AgentTree", "AgentTreePane"]
 
@@ -123,20 +124,19 @@ class AgentTreePane:
         for node in tree.ordered():
             tokens = usage.for_subtree(node.run_id).total_tokens
             usd = costs.for_subtree(node.run_id).total_usd
-            colour = STATUS_COLOURS.get(node.status, "inherit")
-            indent = 4 + 16 * node.depth
+            indent = 16 * node.depth
             rows.append(
-                f'<tr><td style="padding-left:{indent}px;text-align:left">{"└ " if node.depth else ""}'
+                f'<tr><td style="padding-left:{indent}px">{"└ " if node.depth else ""}'
                 f"<b>{esc(node.name)}</b></td>"
-                f'<td style="color:{colour}">{esc(node.status)}</td>'
-                f'<td style="text-align:right">{format_int(tokens)}</td>'
-                f'<td style="text-align:right">{esc(format_usd(usd))}</td></tr>'
+                f'<td class="{status_class(node.status)}">{esc(node.status)}</td>'
+                f'<td class="num">{format_int(tokens)}</td>'
+                f'<td class="num">{esc(format_usd(usd))}</td></tr>'
             )
         note = ""
         if tree.dropped:
             note = f'<div style="opacity:.7;font-style:italic">… {tree.dropped:,} earlier agents not shown</div>'
         self.widget.value = (
-            '<table style="border-collapse:collapse"><thead><tr><th style="text-align:left">agent</th>'
-            '<th>status</th><th style="text-align:right">tokens</th><th style="text-align:right">USD</th>'
+            '<table class="ta-table"><thead><tr><th>agent</th>'
+            '<th>status</th><th class="num">tokens</th><th class="num">USD</th>'
             f"</tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
         )
