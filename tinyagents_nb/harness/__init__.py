@@ -319,6 +319,7 @@ from ._tokens import (
     tokenizer_for_model as tokenizer_for_model,
 )
 from ._tool_registry import (
+    ToolProvider as ToolProvider,
     ToolRegistry as ToolRegistry,
 )
 from ._tools import (
@@ -353,6 +354,9 @@ from ._window import (
     context_window_for as context_window_for,
     register_context_window as register_context_window,
     unregister_context_window as unregister_context_window,
+)
+from .mcp import (
+    MCPServer as MCPServer,
 )
 
 __all__ = [
@@ -434,6 +438,7 @@ __all__ = [
     "LimitReached",
     "LimitTracker",
     "LoggingMiddleware",
+    "MCPServer",
     "MaxTokens",
     "MemoryLoaded",
     "MemoryMiddleware",
@@ -568,6 +573,7 @@ __all__ = [
     "ToolError",
     "ToolFailed",
     "ToolMessage",
+    "ToolProvider",
     "ToolRegistry",
     "ToolResult",
     "ToolSchema",
