@@ -56,7 +56,8 @@ def test_a_provider_is_recognised_and_its_tools_appear_at_refresh() -> None:
     assert isinstance(provider, ToolProvider)
     assert not isinstance(double, ToolProvider)
     registry = ToolRegistry([triple, provider])
-    assert registry.names() == ["triple"] and registry.providers == (provider,)
+    assert registry.names() == ["triple"]
+    assert registry.providers == (provider,)
     schemas = asyncio.run(registry.refresh(RunContext()))
     assert [s.name for s in schemas] == ["double", "triple"]
     assert registry["double"] is double

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
+
 from tinyagents_nb.harness import AgentHarness, RunContext, ToolMessage, event_to_dict
 from tinyagents_nb.harness.mcp import MCPConnectionError, MCPServer
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
@@ -45,12 +47,10 @@ def test_an_unreachable_http_server_is_a_typed_error_without_secrets() -> None:
         finally:
             await server.aclose()
 
-    try:
+    with pytest.raises(MCPConnectionError) as caught:
         asyncio.run(main())
-    except MCPConnectionError as exc:
-        assert "did not start" in str(exc)
-        assert "127.0.0.1:9" in str(exc)
-        assert "tk-http-secret" not in str(exc)
-        assert "query-secret-123" not in str(exc)
-    else:
-        raise AssertionError("listing the tools of a closed port succeeded")
+    text = str(caught.value)
+    assert "did not start" in text
+    assert "127.0.0.1:9" in text
+    assert "tk-http-secret" not in text
+    assert "query-secret-123" not in text

@@ -17,7 +17,9 @@ def test_a_stdio_server_shows_its_command_but_never_its_environment() -> None:
     assert server.target == "npx -y server-fs"
     assert "tok-123456789" not in repr(server)
     assert repr(server) == "MCPServer(name='fs', transport='stdio', target='npx -y server-fs', stopped)"
-    assert not server.running and server.tools == () and server.log_path is None
+    assert not server.running
+    assert server.tools == ()
+    assert server.log_path is None
 
 
 def test_an_http_server_hides_credentials_query_and_headers() -> None:
@@ -65,7 +67,8 @@ def test_tool_names_are_prefixed_and_made_provider_safe() -> None:
     assert local_name("calc", "add") == "calc_add"
     assert local_name("fs", "read.file/v2") == "fs_read_file_v2"
     long = local_name("server", "t" * 100)
-    assert len(long) == 64 and long.startswith("server_ttt")
+    assert len(long) == 64
+    assert long.startswith("server_ttt")
     assert long != local_name("server", "t" * 99)
 
 

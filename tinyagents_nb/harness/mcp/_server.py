@@ -247,6 +247,15 @@ class MCPServer:
             return tools
         return await self._run(self._list_on_owner, ctx)
 
+    def start(self) -> tuple[MCPTool, ...]:
+        """Start the server now, not at the first run, and return its tools; blocking, from any thread.
+
+        Raises:
+            MCPConnectionError: The server did not start (the message holds its stderr tail).
+        """
+        owner = self._owner_loop()
+        return owner.call_blocking(self._list_on_owner, self._spec.startup_timeout_s + _CLOSE_TIMEOUT_S)
+
     async def call_tool(
         self, remote_name: str, arguments: Mapping[str, Any], *, ctx: RunContext[Any] | None = None
     ) -> ToolResult:
