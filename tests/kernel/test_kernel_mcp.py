@@ -34,7 +34,8 @@ def test_mcp_servers_in_a_real_kernel(kernel: KernelHarness) -> None:
     assert kernel.execute(SETUP).status == "ok"
     added = kernel.execute(f"%agent mcp add calc -- {{sys.executable}} {SERVER}")
     assert added.status == "ok", added.error
-    assert "MCP server calc (stdio: " in added.stdout and "calc_add" in added.stdout
+    assert "MCP server calc (stdio: " in added.stdout
+    assert "calc_add" in added.stdout
 
     blocking = kernel.execute("%%agent --model scripted --wait --name first\nadd 2 and 3")
     assert blocking.status == "ok", blocking.error
@@ -52,6 +53,7 @@ def test_mcp_servers_in_a_real_kernel(kernel: KernelHarness) -> None:
     assert "'status': 'running'" in listed.stdout
     pid = kernel.value("(await get_session().mcp._servers['calc'].call_tool('pid', {})).data['result']")
     removed = kernel.execute("%agent mcp remove calc")
-    assert removed.status == "ok" and "removed calc" in removed.stdout
+    assert removed.status == "ok"
+    assert "removed calc" in removed.stdout
     assert gone(pid)
     assert kernel.execute("1 + 1").status == "ok"  # the kernel outlived megabytes of server stderr
