@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import os
 import sys
+import threading
 from pathlib import Path
 
 import anyio
@@ -62,6 +63,13 @@ def noisy(kilobytes: int) -> str:
     sys.stderr.write("noisy: last line\n")
     sys.stderr.flush()
     return "ok"
+
+
+@app.tool()
+def exit_later(seconds: float) -> str:
+    """Answer, then exit the process while the client is idle."""
+    threading.Timer(seconds, os._exit, args=(0,)).start()
+    return "bye"
 
 
 @app.tool()

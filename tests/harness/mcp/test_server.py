@@ -133,6 +133,26 @@ def test_a_server_that_crashes_mid_call_gives_a_typed_error_and_restarts_on_next
     assert server.starts == 2
 
 
+def test_a_server_that_exits_while_idle_is_restarted_by_the_next_call(stdio_server: Factory) -> None:
+    server = stdio_server()
+    model = ScriptedModel(
+        [
+            ScriptedModel.tool_call("calc_exit_later", {"seconds": 0.2}),
+            "ok",
+            ScriptedModel.tool_call("calc_add", {"a": 2, "b": 3}),
+            "5",
+        ]
+    )
+    agent = AgentHarness(model=model, tools=[server])
+    assert tool_texts(agent.run_sync("exit").messages) == ["bye"]
+    deadline = time.monotonic() + 10
+    while server.running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not server.running  # noticed without a call: its stdout ended
+    assert tool_texts(agent.run_sync("add").messages)[-1] == "5"
+    assert server.starts == 2
+
+
 def test_a_crash_under_the_default_policy_is_an_error_result_for_the_model(stdio_server: Factory) -> None:
     model = ScriptedModel([ScriptedModel.tool_call("calc_crash", {}), ScriptedModel.text("it crashed")])
     run = AgentHarness(model=model, tools=[stdio_server()]).run_sync("crash")

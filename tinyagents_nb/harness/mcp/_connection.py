@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from contextlib import AsyncExitStack
-from typing import Any, TextIO
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from types import TracebackType
+from typing import Any, Self, TextIO
 
 import anyio
 import httpx2
@@ -53,8 +54,55 @@ def describe(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
+class _WatchedStream:
+    """The transport's read stream, reporting its end: how a server that died while idle is noticed."""
+
+    def __init__(self, inner: Any, on_end: Callable[[], None]) -> None:
+        self._inner = inner
+        self._on_end = on_end
+
+    def __getattr__(self, name: str) -> Any:  # ``last_context`` and anything else the SDK reads
+        return getattr(self._inner, name)
+
+    async def receive(self) -> Any:
+        try:
+            return await self._inner.receive()
+        except (anyio.EndOfStream, anyio.ClosedResourceError):
+            self._on_end()
+            raise
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+    def __aiter__(self) -> Self:
+        return self
+
+    async def __anext__(self) -> Any:
+        try:
+            return await self._inner.__anext__()
+        except StopAsyncIteration:
+            self._on_end()
+            raise
+
+    async def __aenter__(self) -> Self:
+        await self._inner.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> bool | None:
+        result: bool | None = await self._inner.__aexit__(exc_type, exc, tb)
+        return result
+
+
+@asynccontextmanager
+async def _watched(transport: AbstractAsyncContextManager[Any], on_end: Callable[[], None]) -> AsyncIterator[Any]:
+    async with transport as (read_stream, write_stream):
+        yield _WatchedStream(read_stream, on_end), write_stream
+
+
 class Connection:
-    """An open ``mcp.Client`` held by one task until ``close``; ``closed`` once that task ended."""
+    """An open ``mcp.Client`` held by one task until ``close``; not ``usable`` once the server is gone."""
 
     def __init__(self, spec: ServerSpec, *, errlog: TextIO | None, on_tools_changed: Callable[[], None]) -> None:
         self.spec = spec
@@ -66,6 +114,14 @@ class Connection:
         self._ready: asyncio.Future[None] | None = None
         self._task: asyncio.Task[None] | None = None
         self.closed = False
+        self.lost = False  # the server ended the stream (a stdio process that exited): reconnect
+
+    @property
+    def usable(self) -> bool:
+        return not self.closed and not self.lost
+
+    def _mark_lost(self) -> None:
+        self.lost = True
 
     # ------------------------------------------------------------------ lifecycle
     async def open(self) -> None:
@@ -90,7 +146,7 @@ class Connection:
         try:
             with self._scope:
                 async with AsyncExitStack() as stack:
-                    transport = await self._transport(stack)
+                    transport = _watched(await self._transport(stack), self._mark_lost)
                     client = Client(transport, message_handler=self._on_message, cache=None)
                     self._client = await stack.enter_async_context(client)
                     async with anyio.create_task_group() as tg:
@@ -136,7 +192,7 @@ class Connection:
 
     # ------------------------------------------------------------------ requests
     def _require(self) -> Client:
-        if self._client is None or self.closed:
+        if self._client is None or not self.usable:
             raise SDKError(code=types.CONNECTION_CLOSED, message="Connection closed")
         return self._client
 

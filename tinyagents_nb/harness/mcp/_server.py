@@ -202,7 +202,7 @@ class MCPServer:
     @property
     def running(self) -> bool:
         conn = self._conn
-        return conn is not None and not conn.closed
+        return conn is not None and conn.usable
 
     @property
     def tools(self) -> tuple[MCPTool, ...]:
@@ -315,7 +315,7 @@ class MCPServer:
             self._lock = asyncio.Lock()
         async with self._lock:
             conn = self._conn
-            if conn is not None and not conn.closed:
+            if conn is not None and conn.usable:
                 return conn
             if conn is not None:
                 await conn.close()
@@ -369,7 +369,7 @@ class MCPServer:
     async def _failure(self, conn: Connection, what: str, exc: BaseException) -> MCPError:
         from ._connection import connection_lost, describe
 
-        if conn.closed or connection_lost(exc):
+        if not conn.usable or connection_lost(exc):
             await conn.close()
             if self._conn is conn:
                 self._conn = None
