@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -84,3 +85,13 @@ def test_bad_usage_is_one_line_with_the_forms(shell: InteractiveShell, line: str
     error = run_error(shell, line)
     assert isinstance(error, UsageError)
     assert "%agent mcp add NAME -- COMMAND" in str(error)
+
+
+def test_unloading_the_extension_stops_the_sessions_servers(shell: InteractiveShell, session: NotebookSession) -> None:
+    run_ok(shell, ADD)
+    server = session.mcp._servers["calc"]
+    pid = asyncio.run(server.call_tool("pid", {})).data["result"]
+    run_ok(shell, "%unload_ext tinyagents_nb")
+    assert gone(pid)
+    assert not server.running
+    run_ok(shell, "%load_ext tinyagents_nb")  # the fixture unloads it again

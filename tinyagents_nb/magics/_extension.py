@@ -22,7 +22,7 @@ def load_ipython_extension(ipython: Any) -> None:
 def unload_ipython_extension(ipython: Any) -> None:
     """Undo ``load_ipython_extension``: remove the magics and hook, cancel active runs, close the session.
 
-    ``%reload_ext`` therefore starts a fresh session; models and tools registered from Python go with it.
+    ``%reload_ext`` therefore starts a fresh session; models, tools and MCP servers registered go with it.
     """
     magics = ipython.magics_manager.registry.pop("AgentMagics", None)
     if magics is None:
@@ -40,3 +40,4 @@ def unload_ipython_extension(ipython: Any) -> None:
     session = _replace_session(None)
     if session is not None:
         session.close()
+        session.mcp.close_all()  # its MCP server processes go with it

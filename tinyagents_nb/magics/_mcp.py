@@ -91,6 +91,11 @@ class SessionServers:
         server.close()
         return server
 
+    def close_all(self) -> None:
+        """Stop and forget every server (the extension is unloaded: this session is discarded)."""
+        for name in self.names():
+            self.remove(name)
+
     def split(self, names: Sequence[str] | None) -> tuple[Sequence[str] | None, list[ServerSet]]:
         """``--tools`` names → (the names that are not servers, the providers a run gets).
 

@@ -11,6 +11,7 @@ import base64
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 import anyio
@@ -116,4 +117,8 @@ if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "--http":
         app.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
     else:
-        app.run()
+        try:
+            app.run()
+        finally:
+            if os.environ.get("CALC_IGNORE_EOF"):  # a badly behaved server: outlives its closed stdin
+                time.sleep(3600)

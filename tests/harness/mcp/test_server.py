@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -22,7 +24,7 @@ from tinyagents_nb.harness import (
 from tinyagents_nb.harness.mcp import MCPConnectionError, MCPServer, MCPTool
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
-from .conftest import SECRET, gone
+from .conftest import SECRET, SERVER, gone
 
 Factory = Callable[..., MCPServer]
 
@@ -252,3 +254,17 @@ def test_secrets_never_reach_events_results_errors_or_reprs(stdio_server: Factor
         *(m.text for m in model.requests[-1].messages),
     ]
     assert not [s for s in shown if SECRET in s]
+
+
+def test_a_server_still_running_at_interpreter_exit_is_stopped(markers: Path) -> None:
+    code = (
+        "import sys\n"
+        "from tinyagents_nb.harness import MCPServer\n"
+        f"server = MCPServer.stdio('calc', sys.executable, [{str(SERVER)!r}], env={{'MARKER_DIR': {str(markers)!r}, 'CALC_IGNORE_EOF': '1'}})\n"
+        "server.start()\n"
+        "import asyncio\n"
+        "print(asyncio.run(server.call_tool('pid', {})).data['result'], flush=True)\n"
+    )  # no close(): the atexit hook must stop it, and this server ignores the end of its stdin
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    pid = int(out.stdout.strip())
+    assert gone(pid), f"MCP server process {pid} outlived the interpreter that started it"

@@ -67,7 +67,7 @@ class ServerSpec:
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=dict, repr=False)
     cwd: str | None = None
-    url: str = ""
+    url: str = field(default="", repr=False)  # may carry credentials or a token in its query
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     timeout_s: float | None = None
     startup_timeout_s: float = 30.0
