@@ -20,6 +20,7 @@ SECTIONS = (
     "=== 3. Streaming into the dashboard ===",
     "=== 4. Context estimation ===",
     "=== 5. Memory under a long stream ===",
+    "=== 6. MCP servers ===",
 )
 
 

@@ -116,6 +116,22 @@ def test_stop_cancels_a_slow_call_and_the_server_sees_the_cancellation(stdio_ser
     assert (markers / "cancelled").read_text() == "yes"  # notifications/cancelled reached the server
 
 
+def test_a_call_past_its_timeout_is_cancelled_on_the_server_and_reported_to_the_model(
+    stdio_server: Factory, markers: Path
+) -> None:
+    model = ScriptedModel([ScriptedModel.tool_call("calc_slow", {"seconds": 60}), ScriptedModel.text("too slow")])
+    started = time.monotonic()
+    run = AgentHarness(model=model, tools=[stdio_server(timeout_s=1.0)]).run_sync("sleep")
+    assert time.monotonic() - started < 30
+    [message] = [m for m in run.messages if isinstance(m, ToolMessage)]
+    assert message.is_error
+    assert "timed out after 1 s" in message.text
+    deadline = time.monotonic() + 5
+    while not (markers / "cancelled").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert (markers / "cancelled").exists()
+
+
 def test_a_server_that_crashes_mid_call_gives_a_typed_error_and_restarts_on_next_use(stdio_server: Factory) -> None:
     server = stdio_server()
     model = ScriptedModel([ScriptedModel.tool_call("calc_crash", {})])
