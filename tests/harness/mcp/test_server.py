@@ -217,6 +217,11 @@ def test_one_server_serves_runs_on_different_event_loops(stdio_server: Factory) 
     third = tool_texts(asyncio.run(agent.invoke("c")).messages)
     assert first == second == third
     assert server.starts == 1
+    agent.close()
+    assert not server.running
+    assert [t.name for t in server.start()][:2] == ["calc_add", "calc_fail"]  # a closed server starts again
+    assert server.running
+    assert server.starts == 2
 
 
 def test_a_tool_added_by_the_server_is_offered_at_the_next_model_call(stdio_server: Factory) -> None:
@@ -284,3 +289,18 @@ def test_a_server_still_running_at_interpreter_exit_is_stopped(markers: Path) ->
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
     pid = int(out.stdout.strip())
     assert gone(pid), f"MCP server process {pid} outlived the interpreter that started it"
+
+
+def test_closing_a_server_during_a_call_fails_the_call_with_a_typed_error(stdio_server: Factory, markers: Path) -> None:
+    server = stdio_server()
+
+    async def main() -> None:
+        call = asyncio.create_task(server.call_tool("slow", {"seconds": 60}))
+        while not (markers / "started").exists():
+            await asyncio.sleep(0.02)
+        await asyncio.to_thread(server.close)
+        with pytest.raises(MCPConnectionError, match="calc"):
+            await call
+
+    asyncio.run(main())
+    assert not server.running

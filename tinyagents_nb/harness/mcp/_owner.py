@@ -24,6 +24,11 @@ import anyio
 
 __all__: list[str] = []
 
+
+class OwnerStopped(Exception):
+    """The owner loop stopped (the server was closed) while a call waited on it."""
+
+
 T = TypeVar("T")
 
 _CANCEL_GRACE_S = 1.0  # how long a cancelled caller waits for the owner side to wind down
@@ -108,6 +113,8 @@ class OwnerLoop:
             with anyio.CancelScope(shield=True), anyio.move_on_after(_CANCEL_GRACE_S):
                 await done.wait()  # let the SDK send its cancellation before the run moves on
             raise
+        if future.cancelled():
+            raise OwnerStopped
         return future.result()
 
     def call_blocking(self, fn: Callable[[], Awaitable[T]], timeout_s: float) -> T:
@@ -120,6 +127,8 @@ class OwnerLoop:
         except concurrent.futures.TimeoutError:
             self._cancel(future, box)
             raise
+        except concurrent.futures.CancelledError:
+            raise OwnerStopped from None
 
     def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the loop (cancelling what still runs on it) and wait for the thread to end."""

@@ -34,7 +34,7 @@ from .._errors import Cancelled
 from .._model import ToolSchema
 from .._tools import ToolResult
 from ._errors import MCPConnectionError, MCPError, MCPUnavailableError
-from ._owner import OwnerLoop
+from ._owner import OwnerLoop, OwnerStopped
 from ._spec import ServerSpec, Transport
 
 if TYPE_CHECKING:
@@ -254,7 +254,10 @@ class MCPServer:
             MCPConnectionError: The server did not start (the message holds its stderr tail).
         """
         owner = self._owner_loop()
-        return owner.call_blocking(self._list_on_owner, self._spec.startup_timeout_s + _CLOSE_TIMEOUT_S)
+        try:
+            return owner.call_blocking(self._list_on_owner, self._spec.startup_timeout_s + _CLOSE_TIMEOUT_S)
+        except OwnerStopped:
+            raise MCPConnectionError(f"MCP server `{self.name}` was closed while starting", server=self.name) from None
 
     async def call_tool(
         self, remote_name: str, arguments: Mapping[str, Any], *, ctx: RunContext[Any] | None = None
@@ -301,10 +304,13 @@ class MCPServer:
 
     async def _run(self, fn: Callable[[], Awaitable[T]], ctx: RunContext[Any] | None) -> T:
         owner = self._owner_loop()
-        if ctx is None:
-            return await owner.call(fn)
-        with ctx.cancellation.scope():
-            return await owner.call(fn)
+        try:
+            if ctx is None:
+                return await owner.call(fn)
+            with ctx.cancellation.scope():
+                return await owner.call(fn)
+        except OwnerStopped:
+            raise MCPConnectionError(f"MCP server `{self.name}` was closed during the call", server=self.name) from None
         raise Cancelled(ctx.cancellation.reason)  # not reached: the scope raises; for the type checker
 
     # ------------------------------------------------------------------ on the owner loop
@@ -384,6 +390,8 @@ class MCPServer:
     async def _close_on_owner(self) -> None:
         conn, self._conn = self._conn, None
         self._tools = None
+        self._stale = False
+        self._lock = None  # bound to this owner loop, which stops now; a later start builds a new one
         if conn is not None:
             await conn.close()
         errlog, self._errlog = self._errlog, None
