@@ -295,8 +295,8 @@ def test_closing_a_server_during_a_call_fails_the_call_with_a_typed_error(stdio_
     server = stdio_server()
 
     async def main() -> None:
-        call = asyncio.create_task(server.call_tool("slow", {"seconds": 60}))  # noqa: ASYNC110 - another process writes the marker
-        while not (markers / "started").exists():
+        call = asyncio.create_task(server.call_tool("slow", {"seconds": 60}))
+        while not (markers / "started").exists():  # noqa: ASYNC110 - another process writes the marker
             await asyncio.sleep(0.02)
         await asyncio.to_thread(server.close)
         with pytest.raises(MCPConnectionError, match="calc"):
