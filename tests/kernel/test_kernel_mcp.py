@@ -7,6 +7,8 @@ worker thread's loop) and background mode (the kernel's loop) alike, and removin
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from tests.harness.mcp.conftest import SERVER, gone
@@ -57,3 +59,24 @@ def test_mcp_servers_in_a_real_kernel(kernel: KernelHarness) -> None:
     assert "removed calc" in removed.stdout
     assert gone(pid)
     assert kernel.execute("1 + 1").status == "ok"  # the kernel outlived megabytes of server stderr
+
+
+def test_stop_during_an_mcp_call_in_a_real_kernel(kernel: KernelHarness) -> None:
+    setup = (
+        "import os, sys\n"
+        "from tinyagents_nb.harness.testkit import ScriptedModel\n"
+        "from tinyagents_nb.magics import get_session\n"
+        "get_session().register_model('slowcall', ScriptedModel([ScriptedModel.tool_call('calc2_slow', {'seconds': 60})]))"
+    )
+    assert kernel.execute(setup).status == "ok"
+    assert kernel.execute(f"%agent mcp add calc2 -- {{sys.executable}} {SERVER}").status == "ok"
+    kernel.execute("%%agent --model slowcall --name stuck\nwait for it")  # background: the kernel goes idle
+    wait_for(kernel, "os.path.exists('started')", timeout=60)  # the server is inside the call (its cwd: the kernel's)
+    stopped = time.monotonic()
+    assert kernel.execute("%agent stop stuck").status == "ok"
+    wait_for(kernel, "stuck.done", timeout=10)
+    elapsed = time.monotonic() - stopped
+    assert kernel.value("stuck.status") == "cancelled"
+    assert elapsed < 3.0, f"the run took {elapsed:.2f} s to end after %agent stop"
+    wait_for(kernel, "os.path.exists('cancelled')", timeout=10)  # notifications/cancelled reached the server
+    assert kernel.execute("%agent mcp remove calc2").status == "ok"

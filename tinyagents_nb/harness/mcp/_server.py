@@ -5,7 +5,8 @@ across event loops: its connection lives on its own owner loop (``_owner``), rea
 loop runs the harness. Its tool list is cached until the server announces a change
 (``notifications/tools/list_changed``), so a run start costs nothing once it is up. A connection that
 breaks (the process died, the HTTP session ended) fails the call in flight with an
-``MCPConnectionError`` carrying the tail of the server's stderr; the next use starts it again.
+``MCPConnectionError`` carrying the tail of the server's stderr; the next use starts it again (a
+stdio server that exits while idle is noticed when its stdout ends, so no call fails for it).
 ``aclose``/``close`` (``AgentHarness.aclose`` calls them), ``%agent mcp remove`` and interpreter
 exit (``atexit``) stop it; the SDK closes a stdio server's stdin, then terminates its process tree.
 
