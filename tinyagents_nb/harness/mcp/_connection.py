@@ -1,8 +1,8 @@
 """``Connection``: one live session with one MCP server, on the official ``mcp`` SDK.
 
 Everything here runs on the server's owner loop (see ``_owner``), and one task there opens and
-closes the SDK's context managers, as anyio requires. This is the only module that imports the
-SDK, and it is imported only when a server first starts: ``mcp`` stays an optional extra.
+closes the SDK's context managers, as anyio requires. This module and ``_convert`` are the only
+ones that import the SDK, and they load only when a server first starts: ``mcp`` stays optional.
 
 A stdio server's stderr goes to ``errlog``, a real file: the SDK hands it to the child process as a
 file descriptor, which a notebook kernel's ``sys.stderr`` (a ZMQ stream object) cannot provide,
