@@ -21,6 +21,7 @@ SECTIONS = (
     "=== 4. Context estimation ===",
     "=== 5. Memory under a long stream ===",
     "=== 6. Provider adapters: CPU per streamed token (parse only) ===",
+    "=== 7. MCP servers ===",
 )
 
 

@@ -32,7 +32,10 @@ def test_every_public_harness_name_is_defined_in_a_private_module() -> None:
     for name in harness.__all__:
         obj = getattr(harness, name)
         if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
-            assert obj.__module__.startswith(PRIVATE_HOMES), (name, obj.__module__)
+            # a core module (harness._x) or a family's private module (harness.family._x)
+            parts = obj.__module__.split(".")
+            assert parts[:2] == ["tinyagents_nb", "harness"], (name, obj.__module__)
+            assert parts[-1].startswith("_"), (name, obj.__module__)
 
 
 def test_providers_namespace_is_exact() -> None:
@@ -47,6 +50,13 @@ def test_testkit_namespace_is_exact() -> None:
     from tinyagents_nb.harness import testkit
 
     assert testkit.__all__ == sorted(testkit.__all__) == public_names(testkit)
+
+
+def test_mcp_namespace_is_exact() -> None:
+    from tinyagents_nb.harness import mcp
+
+    assert mcp.__all__ == sorted(mcp.__all__) == public_names(mcp)
+    assert harness.MCPServer is mcp.MCPServer
 
 
 def test_top_level_exports() -> None:
@@ -67,7 +77,7 @@ def test_import_in_a_fresh_interpreter_loads_no_jupyter_module(module: str) -> N
     code = (
         f"import sys, {module}\n"
         f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {JUPYTER_MODULES!r})\n"
-        "heavy = sorted(m for m in ('pandas', 'genai_prices', 'tiktoken', 'httpx') if m in sys.modules)\n"
+        "heavy = sorted(m for m in ('pandas', 'genai_prices', 'tiktoken', 'httpx', 'mcp', 'httpx2') if m in sys.modules)\n"
         "print(repr((bad, heavy)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -323,6 +323,7 @@ from ._tokens import (
     tokenizer_for_model as tokenizer_for_model,
 )
 from ._tool_registry import (
+    ToolProvider as ToolProvider,
     ToolRegistry as ToolRegistry,
 )
 from ._tools import (
@@ -357,6 +358,9 @@ from ._window import (
     context_window_for as context_window_for,
     register_context_window as register_context_window,
     unregister_context_window as unregister_context_window,
+)
+from .mcp import (
+    MCPServer as MCPServer,
 )
 from .providers import (
     AnthropicModel as AnthropicModel,
@@ -442,6 +446,7 @@ __all__ = [
     "LimitReached",
     "LimitTracker",
     "LoggingMiddleware",
+    "MCPServer",
     "MaxTokens",
     "MemoryLoaded",
     "MemoryMiddleware",
@@ -580,6 +585,7 @@ __all__ = [
     "ToolError",
     "ToolFailed",
     "ToolMessage",
+    "ToolProvider",
     "ToolRegistry",
     "ToolResult",
     "ToolSchema",

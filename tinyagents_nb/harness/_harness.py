@@ -29,7 +29,7 @@ from ._sink import EventSubscription
 from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand, SteeringReceipt
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tokens import TokenEstimator
-from ._tool_registry import ToolRegistry
+from ._tool_registry import ToolProvider, ToolRegistry
 from ._tools import Tool
 from ._window import ContextWindow
 
@@ -109,7 +109,8 @@ class AgentHarness(Generic[DataT]):
 
     Args:
         model: A ``ChatModel`` or a model string such as ``"openai:gpt-4o-mini"``.
-        tools: Tools, or plain typed functions (wrapped with ``@tool``).
+        tools: Tools, plain typed functions (wrapped with ``@tool``), or ``ToolProvider``s such as an
+            ``MCPServer``, whose tools are listed when a run starts.
         middleware: Hooks around the agent, model and tool calls.
         policy: Limits, retry, fallback, error handling, structured output.
         system_prompt: Prepended to the input unless it already starts with a system message.
@@ -127,7 +128,7 @@ class AgentHarness(Generic[DataT]):
         self,
         *,
         model: ChatModel | str,
-        tools: Iterable[Tool | Callable[..., Any]] = (),
+        tools: Iterable[Tool | ToolProvider | Callable[..., Any]] = (),
         middleware: Sequence[Middleware] = (),
         policy: RunPolicy | None = None,
         system_prompt: str | None = None,
@@ -297,12 +298,22 @@ class AgentHarness(Generic[DataT]):
             try:
                 return await self.invoke_in_context(ctx, input)
             finally:  # the private loop ends with this call: release clients bound to it
-                await self.aclose()
+                await self._release_models()
 
         return _run_blocking(run_and_close, ctx)
 
     async def aclose(self) -> None:
-        """Close the models' HTTP clients for the running loop (models that have ``aclose``)."""
+        """Close the models' HTTP clients for the running loop and every tool provider (MCP servers)."""
+        await self._release_models()
+        for provider in self.tools.providers:
+            await provider.aclose()
+
+    def close(self) -> None:
+        """Blocking twin of ``aclose`` (works inside a running Jupyter loop too)."""
+        _run_blocking(self.aclose, RunContext())
+
+    async def _release_models(self) -> None:
+        # Models' clients are bound to the loop that made them; providers outlive loops (see harness.mcp).
         for model in self.model_chain:
             closer = getattr(model, "aclose", None)
             if closer is not None:

@@ -172,7 +172,9 @@ class RunLoop:
     async def _body(self) -> str:
         harness, ctx, limits, policy = self.harness, self.ctx, self.limits, self.harness.policy
         await harness.middleware.before_agent(ctx, self.messages)
-        tool_schemas = harness.tools.schemas()
+        tools = harness.tools
+        providers = bool(tools.providers)  # tools listed at run time (MCP servers): re-asked every turn
+        tool_schemas = await tools.refresh(ctx) if providers else tools.schemas()
         output = harness.output
         strategy = harness.structured_strategy
         turn = None
@@ -184,6 +186,8 @@ class RunLoop:
                 await self._steering_checkpoint(ctx.steering)
             self._check_limit(limits.check_deadline)
             self._check_limit(limits.record_model_call)
+            if providers and self.model_calls:
+                tool_schemas = await tools.refresh(ctx)
             request = ModelRequest(
                 messages=tuple(self.messages),
                 tools=tool_schemas,

@@ -22,6 +22,7 @@ from tinyagents_nb.harness import Tool, known_providers
 
 from ._display import context_text, models_frame, tools_frame, usd_text
 from ._handle import NotebookRun
+from ._mcp import mcp_command
 from ._offline import OFFLINE_MODEL
 from ._session import NotebookSession
 
@@ -233,6 +234,7 @@ COMMANDS: Mapping[str, Command] = {
     "models": _models,
     "tools": _tools,
     "journal": _journal,
+    "mcp": mcp_command,
     "reset": _reset,
 }
 

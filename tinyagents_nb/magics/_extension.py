@@ -36,7 +36,7 @@ def load_ipython_extension(ipython: Any) -> None:
 def unload_ipython_extension(ipython: Any) -> None:
     """Undo ``load_ipython_extension``: remove the magics and hooks, cancel active runs, close the session.
 
-    ``%reload_ext`` therefore starts a fresh session; models and tools registered from Python go with it.
+    ``%reload_ext`` therefore starts a fresh session; models, tools and MCP servers registered go with it.
     """
     magics = ipython.magics_manager.registry.pop("AgentMagics", None)
     if magics is None:
@@ -58,4 +58,5 @@ def unload_ipython_extension(ipython: Any) -> None:
     session = _replace_session(None)
     if session is not None:
         session.close()
+        session.mcp.close_all()  # its MCP server processes go with it
         session.loop.close()

@@ -287,6 +287,7 @@ class AgentMagics(magic.Magics):
         models              known providers (with whether their key is set) and registered models
         tools [add F…|remove NAME…]  list, add (notebook functions) or remove tools
         journal [RUN]       the event journal (one run's tree, or everything)
+        mcp [list|add NAME -- CMD ARGS…|add NAME --url URL|remove NAME]  MCP servers whose tools runs get
         reset               cancel active runs and start a fresh session (models and tools stay)
 
         RUN is a --name, a run id (or its last characters) or an index such as -1.

@@ -52,6 +52,7 @@ from tinyagents_nb.harness import (
 from . import _display
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
+from ._mcp import SessionServers
 from ._offline import OFFLINE_MODEL, OfflineModel
 
 if TYPE_CHECKING:
@@ -90,6 +91,8 @@ class NotebookSession:
         self.default_model = default_model or None
         self.system_prompt = system_prompt or None
         self.max_model_calls = max_model_calls
+        self.mcp = SessionServers()
+        """MCP servers whose tools every run gets (``%agent mcp``); they outlive ``reset``, like tools."""
         self._built: dict[str, ChatModel] = {}
         self._offline: ChatModel | None = None
         self.loop = SessionLoop()
@@ -251,11 +254,12 @@ class NotebookSession:
         if not prompt.strip():
             raise ConfigurationError("the prompt is empty", hint="write the prompt in the cell below %%agent")
         chat_model = self.resolve_model(model)
+        tools, servers = self.mcp.split(tools)  # an MCP server's name in --tools selects its tools
         selected = self._select_tools(tools)
         limits = RunLimits(max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls)
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
-            tools=selected,
+            tools=[*selected, *servers],
             middleware=[self._memory],
             policy=RunPolicy(limits=limits),
             system_prompt=system or self.system_prompt,
