@@ -55,9 +55,6 @@ from ._rlm import (
 )
 
 __all__ = [
-    "REPL_TOOL",
-    "RLM",
-    "RLM_SYSTEM_PROMPT",
     "BridgeServer",
     "CodeApproval",
     "ContextValueError",
@@ -67,10 +64,13 @@ __all__ = [
     "KernelEnvironment",
     "LocalEnvironment",
     "REPLDialect",
+    "REPL_TOOL",
+    "RLM",
     "RLMCode",
     "RLMError",
     "RLMLimits",
     "RLMOutput",
+    "RLM_SYSTEM_PROMPT",
     "SubQueries",
     "describe_context",
     "describe_value",
