@@ -20,7 +20,8 @@ def test_a_dataframe_shows_its_shape_and_schema_not_its_rows() -> None:
     frame = pd.DataFrame({"level": ["ERROR", "INFO"] * 50_000, "latency_ms": range(100_000)})
     line = describe_value("logs", frame)
     assert "shape (100000, 2)" in line
-    assert f"level: {frame.dtypes['level']}" in line and "latency_ms: int64" in line
+    assert f"level: {frame.dtypes['level']}" in line
+    assert "latency_ms: int64" in line
     assert "ERROR" not in line
 
 
@@ -40,5 +41,6 @@ def test_first_message_has_the_task_and_each_description() -> None:
         "count the errors", {"logs": "x" * 1_000_000, "n": 3}, environment="kernel", limits=RLMLimits()
     )
     assert message.startswith("Task:\ncount the errors")
-    assert "`logs`: str, 1,000,000 characters" in message and "`n`: int" in message
+    assert "`logs`: str, 1,000,000 characters" in message
+    assert "`n`: int" in message
     assert len(message) < 1_000

@@ -52,7 +52,9 @@ async def test_a_needle_in_2mb_with_no_request_over_20000_characters(environment
     assert len(model.requests) == 4  # the FINAL reply ends the run without another model call
     assert largest_request(model) < 20_000
     third = model.requests[2].messages[-1]
-    assert third.role == "user" and "more characters cut" in third.text and len(third.text) <= 4_000
+    assert third.role == "user"
+    assert "more characters cut" in third.text
+    assert len(third.text) <= 4_000
 
 
 async def test_llm_batch_makes_depth_1_child_runs_whose_usage_rolls_up_exactly(environment: Environment) -> None:
@@ -71,10 +73,12 @@ async def test_llm_batch_makes_depth_1_child_runs_whose_usage_rolls_up_exactly(e
     run = await rlm.invoke_in_context(ctx, "How many ERROR lines?", context={"logs": logs})
     assert run.final_text == str(logs.count("ERROR"))
     started = [e for e in rec.events if isinstance(e, SubAgentStarted)]
-    assert len(started) == 10 and all(e.name == "llm" and e.run_id == run.run_id for e in started)
+    assert len(started) == 10
+    assert all(e.name == "llm" and e.run_id == run.run_id for e in started)
     child_ids = {e.child_run_id for e in started}
     child_runs = [e for e in rec.events if e.kind == "run.started" and e.run_id in child_ids]
-    assert len(child_runs) == 10 and {e.depth for e in child_runs} == {1}
+    assert len(child_runs) == 10
+    assert {e.depth for e in child_runs} == {1}
     assert {e.parent_run_id for e in child_runs} == {run.run_id}
     child_usage = sum((e.usage for e in rec.events if isinstance(e, UsageRecorded) and e.depth == 1), Usage())
     assert child_usage.input_tokens > 0
@@ -93,9 +97,12 @@ async def test_an_exception_is_output_for_the_model_and_the_run_recovers(environ
     ctx = RunContext()
     rec = EventRecorder(ctx.events)
     run = await RLM(model=model, environment=environment).invoke_in_context(ctx, "Divide.", context={})
-    assert run.status == "completed" and run.final_text == "1.0"
+    assert run.status == "completed"
+    assert run.final_text == "1.0"
     seen = model.requests[1].messages[-1].text
-    assert "ZeroDivisionError" in seen and "did not run" in seen and "never" not in seen
+    assert "ZeroDivisionError" in seen
+    assert "did not run" in seen
+    assert "never" not in seen
     outputs = [e for e in rec.events if isinstance(e, RLMOutput)]
     assert [e.error_type for e in outputs] == ["ZeroDivisionError", None, None]
     codes = [e for e in rec.events if isinstance(e, RLMCode)]
@@ -108,7 +115,8 @@ async def test_consecutive_errors_are_bounded(environment: Environment) -> None:
     rlm = RLM(model=model, environment=environment, limits=RLMLimits(max_consecutive_errors=2))
     harness, messages = rlm.prepare("Fail.", {})
     run, _ = await harness.invoke_with_status(RunContext(), messages)
-    assert isinstance(run.error, LimitExceeded) and run.error.limit == "rlm_consecutive_errors"
+    assert isinstance(run.error, LimitExceeded)
+    assert run.error.limit == "rlm_consecutive_errors"
     assert sum(1 for m in run.messages if m.role == "tool") == 2  # the transcript so far is kept
 
 
@@ -117,7 +125,8 @@ async def test_iterations_are_capped_by_the_harness_not_by_the_repl(environment:
     rlm = RLM(model=model, environment=environment, limits=RLMLimits(max_iterations=2))
     with pytest.raises(LimitExceeded) as info:
         await rlm.invoke("Loop.", context={})
-    assert info.value.limit == "rlm_iterations" and len(model.requests) == 2
+    assert info.value.limit == "rlm_iterations"
+    assert len(model.requests) == 2
 
 
 async def test_sub_queries_are_capped_and_the_cap_ends_the_run(environment: Environment) -> None:
@@ -126,7 +135,8 @@ async def test_sub_queries_are_capped_and_the_cap_ends_the_run(environment: Envi
     rlm = RLM(model=model, sub_model=sub_model(), environment=environment, limits=RLMLimits(max_sub_queries=3))
     harness, messages = rlm.prepare("Ask too much.", {})
     run, _ = await harness.invoke_with_status(RunContext(), messages)
-    assert isinstance(run.error, LimitExceeded) and run.error.limit == "rlm_sub_queries"
+    assert isinstance(run.error, LimitExceeded)
+    assert run.error.limit == "rlm_sub_queries"
     assert len(model.requests) == 2
 
 
@@ -138,7 +148,8 @@ async def test_a_dataframe_context(environment: Environment) -> None:
     run = await RLM(model=model, environment=environment).invoke("Count levels.", context={"logs": frame})
     assert run.final_text == str({"ERROR": 5_000, "INFO": 2_500, "WARN": 2_500})
     first = model.requests[0].messages[1].text
-    assert "shape (10000, 2)" in first and "ERROR" not in first.split("Variables")[1]
+    assert "shape (10000, 2)" in first
+    assert "ERROR" not in first.split("Variables")[1]
 
 
 async def test_stop_during_a_busy_loop_ends_the_run_within_2_s(environment: Environment) -> None:
@@ -166,7 +177,8 @@ async def test_the_approval_hook_can_skip_a_block(environment: Environment) -> N
 
     model = ScriptedModel([py("import os; os.remove('x')"), py("FINAL('safe')")])
     run = await RLM(model=model, environment=environment, approve_code=approve).invoke("Go.", context={})
-    assert run.final_text == "safe" and len(asked) == 2
+    assert run.final_text == "safe"
+    assert len(asked) == 2
     assert "not approved" in model.requests[1].messages[-1].text
 
 
