@@ -2,7 +2,7 @@
 
 Usage (from the repository root)::
 
-    .venv/bin/python notebooks/_build.py            # write and execute all six
+    .venv/bin/python notebooks/_build.py            # write and execute all seven
     .venv/bin/python notebooks/_build.py 03 05      # only notebooks whose names contain "03" or "05"
     .venv/bin/python notebooks/_build.py --check    # exit 1 if a committed notebook's cells differ from _cells.py
 

@@ -20,6 +20,7 @@ SECTIONS = (
     "=== 3. Streaming into the dashboard ===",
     "=== 4. Context estimation ===",
     "=== 5. Memory under a long stream ===",
+    "=== 6. RLM: long contexts and sub-query fan-out ===",
 )
 
 
@@ -45,6 +46,9 @@ def test_quick_run_of_every_benchmark_prints_each_section() -> None:
     assert "`1+1` round trip, while it streams" in out
     assert "messages tokenized per call" in out
     assert "RSS after   100,000 events" in out
+    assert "error kinds in   1.0 MB of logs: 3 model calls" in out
+    assert "answer WRONG" not in out
+    assert "llm_batch of 100 prompts at concurrency 32" in out
     assert "all benchmarks done" in out
 
 

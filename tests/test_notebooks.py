@@ -29,6 +29,7 @@ EXPECTED = [
     "04_subagents_and_recursion",
     "05_context_pressure",
     "06_observability",
+    "07_rlm",
 ]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 CHECK, IGNORE = "nbval-check-output", "nbval-ignore-output"
@@ -64,7 +65,7 @@ def _output_text(output: dict[str, Any]) -> str:
     return "\n".join("".join(p) if isinstance(p, list) else str(p) for p in parts)
 
 
-def test_the_six_notebooks_are_committed() -> None:
+def test_the_seven_notebooks_are_committed() -> None:
     assert [p.stem for p in PATHS] == EXPECTED
 
 
