@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import threading
 import time
 from typing import Any
@@ -185,3 +186,10 @@ async def test_local_stop_during_a_busy_loop_interrupts_the_thread() -> None:
     elapsed = await stop_after_code_starts(RLM(model=model, environment=env))
     assert elapsed < 1.0, elapsed
     assert env.abandoned_threads == 0  # the async exception reached it
+
+
+async def test_the_child_kernel_runs_the_expected_ipykernel_major(kernel_env: KernelEnvironment) -> None:
+    model = ScriptedModel([py("import ipykernel\nFINAL(ipykernel.__version__.split('.')[0])")])
+    major = (await RLM(model=model, environment=kernel_env).invoke("Which?", context={})).final_text
+    expected = "7" if kernel_env.python == sys.executable else "6"
+    assert major == expected

@@ -13,7 +13,9 @@ from tinyagents_nb.harness import (
     AgentEvent,
     LimitExceeded,
     RunCancelled,
+    RunConfig,
     RunContext,
+    RunTimeout,
     SubAgentStarted,
     Usage,
     UsageRecorded,
@@ -213,3 +215,19 @@ async def _stopped_within(environment: Environment, code: str, *, bound_s: float
     elapsed = time.monotonic() - stopped_at[0]
     assert elapsed < bound_s, elapsed
     return elapsed
+
+
+async def test_a_prose_final_line_ends_a_streaming_run_the_same_way(environment: Environment) -> None:
+    model = ScriptedModel([ScriptedModel.text("Checked already.\nFINAL(4)")], chunk_size=3)
+    stream = RLM(model=model, environment=environment).invoke_streaming("2 + 2?", context={})
+    assert (await stream.result()).final_text == "4"
+
+
+async def test_the_runs_deadline_interrupts_a_running_block(environment: Environment) -> None:
+    model = ScriptedModel([py("while True:\n    pass"), py("FINAL('unreachable')")])
+    started = time.monotonic()
+    with pytest.raises(RunTimeout):
+        await RLM(model=model, environment=environment).invoke("Hang.", context={}, config=RunConfig(timeout_s=1.0))
+    assert time.monotonic() - started < 10
+    after = ScriptedModel([py("FINAL('free again')")])  # the block was stopped, not left running
+    assert (await RLM(model=after, environment=environment).invoke("Ping.", context={})).final_text == "free again"

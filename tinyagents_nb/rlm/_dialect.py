@@ -135,8 +135,6 @@ class REPLDialect:
         if message.tool_calls:
             call = message.tool_calls[0]
             yield ToolCallDelta(index=0, id=call.id, name=call.name, arguments=_json(call.arguments))
-        elif message.text != "".join(text):  # a prose FINAL(...): the answer replaces the reply
-            yield TextDelta(text="\n\n" + message.text)
         yield finish or StreamFinish(finish_reason="stop")
 
     def _read(self, response: ModelResponse) -> ModelResponse:
@@ -149,8 +147,9 @@ class REPLDialect:
             call = ToolCall(id=f"rlm-{state.iterations}", name=REPL_TOOL, arguments={"blocks": blocks})
             return replace(response, message=replace(message, tool_calls=(call,)))
         answer = final_from_text(message.text)
-        if answer is not None:
-            return replace(response, message=replace(message, text=answer, tool_calls=()))
+        if answer is not None:  # through the tool too, so streamed and whole replies end the same way
+            call = ToolCall(id="rlm-final", name=REPL_TOOL, arguments={"blocks": [], "final": answer})
+            return replace(response, message=replace(message, tool_calls=(call,)))
         if state.nudges_used < state.limits.nudges:
             state.nudges_used += 1
             call = ToolCall(id=f"rlm-nudge-{state.nudges_used}", name=REPL_TOOL, arguments={"blocks": []})
@@ -216,6 +215,10 @@ class REPLTool:
     async def call(self, ctx: RunContext[Any], arguments: Mapping[str, Any]) -> ToolResult:
         state = self.state
         blocks = arguments.get("blocks")
+        final = arguments.get("final")
+        if isinstance(final, str):
+            state.final = final
+            return ToolResult.ok("[FINAL received: the run ends]")
         if not blocks:
             return ToolResult.ok(_NUDGE)
         assert isinstance(blocks, list | tuple)

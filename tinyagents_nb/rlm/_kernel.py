@@ -69,6 +69,14 @@ def _shutdown(state: dict[str, Any]) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def _shutdown_on_worker(state: dict[str, Any]) -> None:
+    _shutdown(state)
+    from jupyter_core.utils import ensure_event_loop  # the loop jupyter_client's blocking API made here
+
+    ensure_event_loop().close()
+    asyncio.set_event_loop(None)
+
+
 _SETUP = """\
 get_ipython().run_line_magic("reset", "-f")
 def __rlm_setup(path, port, token, source):
@@ -343,8 +351,15 @@ class KernelEnvironment:
             self._busy.release()
 
     def close(self) -> None:
-        """Stop the kernel now (the next run starts a new one)."""
-        _shutdown(self._state)
+        """Stop the kernel now (the next run starts a new one).
+
+        The shutdown runs on the environment's worker thread, where ``jupyter_client``'s blocking
+        calls keep their event loop; that loop is closed too, so nothing is left for the GC to warn about.
+        """
+        try:
+            self._executor.submit(_shutdown_on_worker, self._state).result(timeout=30)
+        except Exception:
+            _shutdown(self._state)
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)

@@ -89,7 +89,11 @@ class LocalEnvironment:
         stopped: StopReason | None = None
         interrupted_at: float | None = None
         while not done.is_set():
-            await asyncio.sleep(_POLL_S)
+            try:
+                await asyncio.sleep(_POLL_S)
+            except BaseException:  # the run's deadline or its task was cancelled: do not leave the block running
+                _raise_in(thread)
+                raise
             now = time.monotonic()
             if interrupted_at is None:
                 if should_stop():
