@@ -193,3 +193,15 @@ async def test_the_child_kernel_runs_the_expected_ipykernel_major(kernel_env: Ke
     major = (await RLM(model=model, environment=kernel_env).invoke("Which?", context={})).final_text
     expected = "7" if kernel_env.python == sys.executable else "6"
     assert major == expected
+
+
+async def test_a_block_that_ignores_the_interrupt_is_stopped_by_killing_the_kernel(
+    kernel_env: KernelEnvironment,
+) -> None:
+    code = "import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\ntime.sleep(60)"
+    model = ScriptedModel([py(code), py("FINAL('unreachable')")])
+    elapsed = await stop_after_code_starts(RLM(model=model, environment=kernel_env))
+    assert elapsed < 2.5, elapsed  # the 1 s grace, then a kill
+    after = ScriptedModel([py("FINAL(len(data))")])  # the next run starts a fresh kernel
+    run = await RLM(model=after, environment=kernel_env).invoke("Ping.", context={"data": [1, 2, 3]})
+    assert run.final_text == "3"

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from . import _helpers
+from ._bridge import BridgeServer
 from ._config import ContextValueError, RLMError
 from ._environment import ExecutionResult, StopReason, check_names, trim_traceback
 
@@ -142,6 +143,7 @@ class KernelEnvironment:
 
     # ------------------------------------------------------------------ lifecycle (worker thread)
     def _start(self) -> None:
+        # imported on first use: jupyter_client loads ZeroMQ, which an in-process RLM never needs
         from jupyter_client.kernelspec import KernelSpecManager
         from jupyter_client.manager import KernelManager
 
@@ -219,8 +221,6 @@ class KernelEnvironment:
         return blobs
 
     async def start_run(self, prepared: Any, queries: SubQueries) -> None:
-        from ._bridge import BridgeServer
-
         if not self._busy.acquire(blocking=False):
             raise RLMError("this RLM kernel is busy with another run", hint="wait for it, or give the RLM its own")
         try:
@@ -320,8 +320,9 @@ class KernelEnvironment:
                     km.interrupt_kernel()
                     interrupted_at = now
             elif now - interrupted_at > self.interrupt_grace_s:
-                parts.append("[the block ignored the interrupt: the REPL kernel was restarted]\n")
-                self._restore_or_drop()
+                # kill it now (a restart would hold Stop up); the next block or run starts a fresh kernel
+                parts.append("[the block ignored the interrupt: the REPL kernel was stopped, its variables are lost]\n")
+                _shutdown(self._state)
                 error_type = error_type or "KeyboardInterrupt"
                 break
             if now > next_alive_check:
@@ -333,13 +334,6 @@ class KernelEnvironment:
         return ExecutionResult(
             output="".join(parts), error_type=error_type, stopped=stopped, duration_s=time.monotonic() - started
         )
-
-    def _restore_or_drop(self) -> None:
-        try:
-            self._restore()
-        except Exception:
-            self._run = None
-            _shutdown(self._state)  # the next run starts a fresh kernel
 
     async def end_run(self) -> None:
         bridge = getattr(self, "_bridge", None)
