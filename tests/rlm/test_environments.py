@@ -205,3 +205,20 @@ async def test_a_block_that_ignores_the_interrupt_is_stopped_by_killing_the_kern
     after = ScriptedModel([py("FINAL(len(data))")])  # the next run starts a fresh kernel
     run = await RLM(model=after, environment=kernel_env).invoke("Ping.", context={"data": [1, 2, 3]})
     assert run.final_text == "3"
+
+
+async def test_an_output_flood_is_bounded_in_memory_and_in_the_prompt(kernel_env: KernelEnvironment) -> None:
+    code = "for i in range(40_000):\n    print('x' * 60, i)"  # 2.7 MB in batched stream messages
+    model = ScriptedModel([py(code), py("FINAL('done')")])
+    run = await RLM(model=model, environment=kernel_env).invoke("Flood.", context={})
+    assert run.final_text == "done"
+    seen = model.requests[1].messages[-1].text
+    assert len(seen) <= 4_000
+    assert "more characters cut" in seen
+    wide = ScriptedModel([py(code), py("FINAL('done')")])
+    limits = RLMLimits(max_output_chars=10_000_000)  # let the whole capture through, to measure it
+    await RLM(model=wide, environment=kernel_env, limits=limits).invoke("Flood.", context={})
+    captured = wide.requests[1].messages[-1].text
+    assert "output flood" in captured
+    assert len(captured) < 1_100_000
+    assert captured.rstrip().endswith("39999")  # the latest output is kept

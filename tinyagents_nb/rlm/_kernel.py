@@ -47,6 +47,7 @@ __all__ = ["KernelEnvironment"]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _POLL_S = 0.05
+_MAX_CAPTURE = 1_000_000  # characters kept of one block's output (the model sees far fewer)
 _SPEC = "tinyagents-rlm"
 
 
@@ -297,6 +298,7 @@ class KernelEnvironment:
         started = time.monotonic()
         msg_id = kc.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
         parts: list[str] = []
+        captured = 0
         error_type: str | None = None
         stopped: StopReason | None = None
         interrupted_at: float | None = None
@@ -307,7 +309,16 @@ class KernelEnvironment:
             except queue.Empty:
                 msg = None
             if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
+                before = len(parts)
                 error_type = _absorb(msg, parts) or error_type
+                captured += sum(len(p) for p in parts[before:])
+                if captured > _MAX_CAPTURE:  # a flood: keep the head and the latest part, bounded
+                    parts[:] = [
+                        parts[0][:_MAX_CAPTURE],
+                        "\n[… output flood: the middle was dropped]\n",
+                        parts[-1][-4_000:],
+                    ]
+                    captured = sum(len(p) for p in parts)
                 if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
                     break
             now = time.monotonic()
