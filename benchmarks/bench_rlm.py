@@ -1,4 +1,4 @@
-"""Item 6: the RLM over long contexts, and the cost of its sub-query fan-out.
+"""Item 7: the RLM over long contexts, and the cost of its sub-query fan-out.
 
 (1) Synthetic long-context tasks (count the error kinds in a log of 1 MB and 10 MB, find one
 needle line) solved by a scripted root model through code in the default child kernel: the largest
@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
     args = parser.parse_args(argv)
-    header("6. RLM: long contexts and sub-query fan-out")
+    header("7. RLM: long contexts and sub-query fan-out")
     asyncio.run(amain(args.quick))
 
 

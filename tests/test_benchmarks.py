@@ -20,7 +20,8 @@ SECTIONS = (
     "=== 3. Streaming into the dashboard ===",
     "=== 4. Context estimation ===",
     "=== 5. Memory under a long stream ===",
-    "=== 6. RLM: long contexts and sub-query fan-out ===",
+    "=== 6. Provider adapters: CPU per streamed token (parse only) ===",
+    "=== 7. RLM: long contexts and sub-query fan-out ===",
 )
 
 

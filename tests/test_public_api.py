@@ -11,6 +11,7 @@ import pytest
 import tinyagents_nb
 import tinyagents_nb.harness as harness
 
+PRIVATE_HOMES = ("tinyagents_nb.harness._", "tinyagents_nb.harness.providers._")
 JUPYTER_MODULES = ("IPython", "ipykernel", "ipywidgets", "traitlets", "comm", "zmq")
 
 
@@ -31,7 +32,15 @@ def test_every_public_harness_name_is_defined_in_a_private_module() -> None:
     for name in harness.__all__:
         obj = getattr(harness, name)
         if isinstance(obj, type) or (callable(obj) and hasattr(obj, "__code__")):
-            assert obj.__module__.startswith("tinyagents_nb.harness._"), (name, obj.__module__)
+            assert obj.__module__.startswith(PRIVATE_HOMES), (name, obj.__module__)
+
+
+def test_providers_namespace_is_exact() -> None:
+    from tinyagents_nb.harness import providers
+
+    assert providers.__all__ == sorted(providers.__all__) == public_names(providers)
+    assert providers.__all__ == ["AnthropicModel", "CacheTTL"]
+    assert harness.AnthropicModel is providers.AnthropicModel
 
 
 def test_testkit_namespace_is_exact() -> None:

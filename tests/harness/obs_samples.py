@@ -26,7 +26,8 @@ def sample_events() -> list[E.AgentEvent]:
         E.RunCancelledEvent(reason="user", duration_s=0.25, **lineage(3)),
         E.ModelStarted(call_id="c1", model="m", **lineage(4)),
         E.ModelDelta(call_id="c1", delta=TextDelta(text="hi"), **lineage(5)),
-        E.ModelDelta(call_id="c1", delta=ThinkingDelta(text="hmm"), **lineage(6)),
+        E.ModelDelta(call_id="c1", delta=ThinkingDelta(text="hmm"), attempt=2, **lineage(6)),
+        E.ModelDiscarded(call_id="c1", attempt=1, reason="retry", **lineage(6)),
         E.ModelDelta(call_id="c1", delta=ToolCallDelta(index=1, id="tc", name="add", arguments='{"a":'), **lineage(7)),
         E.ModelCompleted(
             call_id="c1", model="m", usage=USAGE, finish_reason="stop", duration_s=0.75, cached=True, **lineage(8)
@@ -37,7 +38,13 @@ def sample_events() -> list[E.AgentEvent]:
         ),
         E.ToolCompleted(call_id="t1", tool_name="add", output="3", is_error=True, duration_s=0.125, **lineage(11)),
         E.ToolFailed(
-            call_id="t1", tool_name="add", error_type="ValueError", error="bad", duration_s=0.5, **lineage(12)
+            call_id="t1",
+            tool_name="add",
+            error_type="ValueError",
+            error="bad",
+            duration_s=0.5,
+            status="cancelled",
+            **lineage(12),
         ),
         E.SubAgentStarted(name="researcher", child_run_id="child-2", **lineage(13)),
         E.SubAgentCompleted(name="researcher", child_run_id="child-2", status="failed", usage=USAGE, **lineage(14)),
@@ -62,6 +69,7 @@ def sample_events() -> list[E.AgentEvent]:
         ),
         E.MemoryLoaded(thread_id="t-1", messages=4, **lineage(26)),
         E.MemorySaved(thread_id="t-1", messages=6, **lineage(27)),
+        E.StructuredRepair(attempt=1, max_attempts=2, output="Weather", strategy="tool", error="bad ✓", **lineage(28)),
     ]
     return events
 

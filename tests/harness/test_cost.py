@@ -381,6 +381,7 @@ COLUMNS = [
     "output_tokens",
     "reasoning_tokens",
     "cache_write_tokens",
+    "cache_write_1h_tokens",
     "total_tokens",
     "input_usd",
     "output_usd",

@@ -443,9 +443,10 @@ async def test_structured_output_native_strategy_from_profile() -> None:
 
 async def test_invalid_structured_output_fails_the_run() -> None:
     profile = ModelProfile(name="m", provider="test", structured_output="native")
-    model = ScriptedModel(["no json here"], profile=profile)
-    with pytest.raises(StructuredOutputError):
+    model = ScriptedModel(["no json here"] * 3, profile=profile)
+    with pytest.raises(StructuredOutputError, match="after 2 repair attempts"):  # the default: 2 repairs
         await AgentHarness(model=model, output_type=Weather).invoke("weather?")
+    assert model.calls == 3
 
 
 # ------------------------------------------------------------------------------------------ sync twin and inputs

@@ -66,3 +66,44 @@ async def test_pressure_can_be_turned_off() -> None:
     assert len(model.requests[0].messages) == len(conversation(12))
     assert ctx.context_window is not None
     assert ctx.context_window.utilization > 1
+
+
+def _tool_with_doc(doc: str) -> object:
+    from tinyagents_nb.harness._tools import tool
+
+    def lookup(query: str) -> str:
+        return query
+
+    lookup.__doc__ = doc
+    return tool(lookup)
+
+
+async def test_tool_schema_tokens_follow_the_tool_set() -> None:
+    """Registering or removing a tool between runs changes the estimate; the same set is counted once."""
+    from tinyagents_nb.harness._tools import tool
+
+    @tool
+    def small() -> str:
+        """Tiny."""
+        return "x"
+
+    model = ScriptedModel(["a", "b", "c", "d"])
+    harness = AgentHarness(model=model, tools=[small], context_window=100_000)
+    prompt = [UserMessage(text="hi")]
+
+    async def estimate() -> int:
+        ctx = RunContext()
+        await harness.invoke_in_context(ctx, prompt)
+        assert ctx.context_window is not None
+        return ctx.context_window.estimated_prompt_tokens
+
+    before = await estimate()
+    harness.tools.register(_tool_with_doc("Look something up. " * 200))  # type: ignore[arg-type]
+    grown = await estimate()
+    assert grown > before + 500  # the new schema is counted, not the stale first count
+    harness.tools.unregister("lookup")
+    assert await estimate() == before
+    # counted once per distinct set: the two sets seen so far, nothing more
+    assert len(harness._tool_tokens) == 2
+    assert await estimate() == before
+    assert len(harness._tool_tokens) == 2

@@ -357,13 +357,16 @@ async def test_short_term_memory_trims_with_repaired_cut_points() -> None:
     history = InMemoryChatHistory()
     history.append("t", [UserMessage(text="old"), *TRANSCRIPT[1:], UserMessage(text="next")])
     ctx = RunContext(config=RunConfig(thread_id="t"))
-    # the last 4 would start at the second tool result, whose assistant turn is cut off
+    # the last 4 would start at the second tool result: that turn's question is gone, so the turn goes whole
+    # (an answer without its question would mislead the model)
     window = await ShortTermMemory(history, max_messages=4).load(ctx)
-    assert window == [TRANSCRIPT[4], UserMessage(text="next")]
+    assert window == [UserMessage(text="next")]
+    window = await ShortTermMemory(history, max_messages=6).load(ctx)
+    assert window == [UserMessage(text="old"), *TRANSCRIPT[1:], UserMessage(text="next")]
     window = await ShortTermMemory(history, trim=KeepLast(n=1)).load(ctx)
     assert window == [UserMessage(text="next")]
-    both = await ShortTermMemory(history, max_messages=5, trim=KeepLast(n=2)).load(ctx)
-    assert both == [TRANSCRIPT[4], UserMessage(text="next")]
+    both = await ShortTermMemory(history, max_messages=6, trim=KeepLast(n=2)).load(ctx)
+    assert both == [UserMessage(text="next")]
     assert len(history.load("t")) == 6  # loading never changes the stored thread
 
 

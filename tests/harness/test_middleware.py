@@ -205,3 +205,44 @@ async def test_logging_middleware_logs_ids_not_content(caplog: pytest.LogCapture
     assert "tool echo" in caplog.text
     assert "private prompt" not in caplog.text
     assert "secret words" not in caplog.text
+
+
+async def test_cache_guard_sees_the_request_after_context_pressure() -> None:
+    """Trimming under pressure rewrites the cached prefix; the guard must see (and report) it."""
+
+    @tool
+    def fetch() -> str:
+        """Return a big document."""
+        return "word " * 400
+
+    class Seen(Middleware):
+        def __init__(self) -> None:
+            self.sent: list[ModelRequest] = []
+
+        async def before_send(self, ctx: RunContext[Any], request: ModelRequest) -> None:
+            self.sent.append(request)
+
+    history: list[Message] = [
+        UserMessage(text="old question " * 170),
+        AssistantMessage(text="old answer " * 170),
+        UserMessage(text="new question"),
+    ]
+    guard, seen = PromptCacheGuardMiddleware(), Seen()
+    model = ScriptedModel([ScriptedModel.tool_call("fetch", {}), "done"])
+    harness = AgentHarness(
+        model=model, tools=[fetch], system_prompt="s", middleware=[guard, seen], context_window=1_000
+    )
+    await harness.invoke(history)
+    # the second request was relieved: the guard saw that, not the pre-pressure request
+    assert [len(r.messages) for r in seen.sent] == [len(r.messages) for r in model.requests]
+    assert all(a is b for a, b in zip(seen.sent, model.requests, strict=True))
+    assert model.requests[1].messages[1] != history[0]  # pressure folded the old turn away in the sent request
+    assert len(guard.violations) == 1
+    assert "rewritten" in guard.violations[0]
+
+    strict = PromptCacheGuardMiddleware(strict=True)
+    model = ScriptedModel([ScriptedModel.tool_call("fetch", {}), "done"])
+    harness = AgentHarness(model=model, tools=[fetch], system_prompt="s", middleware=[strict], context_window=1_000)
+    with pytest.raises(ConfigurationError, match="rewritten"):
+        await harness.invoke(history)
+    assert model.calls == 1  # the rewritten request never reached the provider

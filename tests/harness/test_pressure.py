@@ -1,7 +1,9 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
+import json
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -9,7 +11,7 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tinyagents_nb.harness._context import RunContext
+from tinyagents_nb.harness._context import RunConfig, RunContext
 from tinyagents_nb.harness._errors import ConfigurationError, ContextLimitError, ProviderError
 from tinyagents_nb.harness._events import ContextPressure
 from tinyagents_nb.harness._messages import (
@@ -20,6 +22,7 @@ from tinyagents_nb.harness._messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    dump_messages,
 )
 from tinyagents_nb.harness._model import ModelRequest
 from tinyagents_nb.harness._pressure import (
@@ -71,6 +74,12 @@ def pressure(rec: EventRecorder) -> list[tuple[str, int, int, int, int]]:
 
 
 SYS = SystemMessage(text=t(10))  # 13 tokens
+
+
+def digest(m: Message) -> str:
+    """The content hash ``CompactToolOutputs`` puts in its store keys (recomputed independently)."""
+    blob = json.dumps(dump_messages([m])[0], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
 
 def retrieved(n: int) -> UserMessage:
@@ -232,7 +241,7 @@ async def test_compact_tool_outputs_keeps_raw_text_retrievable() -> None:
     compacted = out[3]
     assert isinstance(compacted, ToolMessage)
     assert compacted.tool_call_id == "a"
-    key = f"{ctx.root_run_id}/a"
+    key = f"{ctx.root_run_id}/a/{digest(messages[3])}"
     assert compacted.text == f"[tool output compacted: 400 chars; raw kept in store key {key}]"
     assert COMPACTED_TAG in compacted.tags
     assert out[5] is messages[5]
@@ -255,7 +264,7 @@ async def test_compact_tool_outputs_options() -> None:
     policy = CompactToolOutputs(store=store, placeholder="[{name} {tool_call_id}: {chars}]")
     res = await policy.apply(ctx, messages, need_tokens=10**6, estimator=e)
     assert [m.text for m in res.messages if isinstance(m, ToolMessage)] == ["[f a: 400]", t(1)]  # b would grow
-    assert store.keys(TOOL_OUTPUT_NAMESPACE) == [f"{ctx.root_run_id}/a"]
+    assert store.keys(TOOL_OUTPUT_NAMESPACE) == [f"{ctx.root_run_id}/a/{digest(messages[2])}"]
     assert ctx.stores.default.keys(TOOL_OUTPUT_NAMESPACE) == []
     puts: list[str] = []
 
@@ -267,7 +276,7 @@ async def test_compact_tool_outputs_options() -> None:
     counting = CompactToolOutputs(store=Counting())
     for _ in range(3):  # the loop resends the same history: the raw result is written once
         await counting.apply(ctx, messages, need_tokens=1, estimator=e)
-    assert puts == [f"{ctx.root_run_id}/a"]
+    assert puts == [f"{ctx.root_run_id}/a/{digest(messages[2])}"]
     no_raw = await CompactToolOutputs(keep_raw=False).apply(ctx, messages, need_tokens=1, estimator=e)
     assert "(not kept)" in no_raw.messages[2].text
     for bad in ("{nope}", "{0}", "{"):
@@ -523,3 +532,69 @@ def test_invariants_hold_for_any_transcript(
     for m in out:
         if id(m) not in {id(x) for x in messages}:
             assert SUMMARY_TAG in m.tags or COMPACTED_TAG in m.tags
+    # an answer from an earlier turn is never left without its question, unless a summary holds it
+    if not any(SUMMARY_TAG in m.tags for m in out):
+        _check_turns(messages, out)
+
+
+def _earlier_turns(messages: Sequence[Message]) -> list[list[int]]:
+    """Each turn before the current question: its question and what follows, system messages excluded."""
+    questions = [i for i, m in enumerate(messages) if isinstance(m, UserMessage) and RETRIEVED_TAG not in m.tags]
+    return [
+        [j for j in range(a, b) if not isinstance(messages[j], SystemMessage)] for a, b in itertools.pairwise(questions)
+    ]
+
+
+def _check_turns(messages: Sequence[Message], out: Sequence[Message]) -> None:
+    """Every earlier turn is kept whole or dropped whole (retrieved context may go on its own)."""
+    kept = {id(m) for m in out}
+    compacted = {(m.tool_call_id, m.name) for m in out if COMPACTED_TAG in m.tags}  # type: ignore[union-attr]
+    for turn in _earlier_turns(messages):
+        present = set()
+        for i in turn:
+            m = messages[i]
+            if RETRIEVED_TAG in m.tags:
+                continue
+            shrunk = isinstance(m, ToolMessage) and (m.tool_call_id, m.name) in compacted
+            present.add(id(m) in kept or shrunk)
+        assert len(present) <= 1, f"turn {turn} split: {present}"
+
+
+@settings(max_examples=150, deadline=None)
+@given(transcripts(), st.integers(0, 3_000), st.integers(0, 8))
+def test_trim_cuts_at_turn_boundaries(messages: list[Message], need: int, keep: int) -> None:
+    """TrimOldMessages alone: whole earlier turns, the current question, the system prefix, tool pairs."""
+    e, ctx = est(), RunContext()
+    res = asyncio.run(TrimOldMessages(keep_last=keep).apply(ctx, messages, need_tokens=need, estimator=e))
+    out = list(res.messages)
+    _check_pairs(out)
+    _check_turns(messages, out)
+    assert [m for m in messages if isinstance(m, SystemMessage)] == [m for m in out if isinstance(m, SystemMessage)]
+    current = max(i for i, m in enumerate(messages) if isinstance(m, UserMessage) and not m.tags)
+    assert any(m is messages[current] for m in out)
+    body = [m for m in messages if not isinstance(m, SystemMessage)]
+    tail = body[len(body) - keep :] if keep else []
+    assert all(any(m is k for k in out) for m in tail)  # keep_last is a floor
+    assert res.removed == len([m for m in messages if not any(m is k for k in out)])
+
+
+@pytest.mark.anyio
+async def test_compacted_outputs_with_colliding_call_ids_keep_both_raw_results() -> None:
+    """Adapters fall back to `call_0` when a provider omits ids: two such results must not share a key."""
+    e, store = est(), InMemoryStore()
+    ctx = RunContext(config=RunConfig(thread_id="t1"))
+    first = [AssistantMessage(tool_calls=[ToolCall(id="call_0", name="f")]), ToolMessage(tool_call_id="call_0", name="f", text="A" * 400)]  # fmt: skip
+    second = [AssistantMessage(tool_calls=[ToolCall(id="call_0", name="f")]), ToolMessage(tool_call_id="call_0", name="f", text="B" * 400)]  # fmt: skip
+    messages: list[Message] = [UserMessage(text="q"), *first, *second, UserMessage(text="again")]
+    res = await CompactToolOutputs(store=store).apply(ctx, messages, need_tokens=10**6, estimator=e)
+    keys = store.keys(TOOL_OUTPUT_NAMESPACE)
+    assert len(keys) == 2
+    assert all(k.startswith("t1/call_0/") for k in keys)
+    assert sorted(m.text[0] for k in keys if (m := load_tool_output(store, k)) is not None) == ["A", "B"]
+    shown = [m.text for m in res.messages if isinstance(m, ToolMessage)]
+    assert [k in text for k in keys for text in shown].count(True) == 2  # each placeholder names its own result
+    # the same result seen by a later run of the thread gets the same key: a stable placeholder, no new entry
+    later = RunContext(config=RunConfig(thread_id="t1"))
+    again = await CompactToolOutputs(store=store).apply(later, [UserMessage(text="q"), *first], need_tokens=10**6, estimator=e)  # fmt: skip
+    assert store.keys(TOOL_OUTPUT_NAMESPACE) == keys
+    assert again.messages[2].text == res.messages[2].text

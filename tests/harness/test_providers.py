@@ -65,7 +65,9 @@ class Fake:
     ("name", "base_url", "env", "requires_key", "max_field"),
     [
         ("openai", "https://api.openai.com/v1", "OPENAI_API_KEY", True, "max_completion_tokens"),
-        ("anthropic", "https://api.anthropic.com/v1/", "ANTHROPIC_API_KEY", True, "max_tokens"),
+        ("anthropic", "https://api.anthropic.com/v1", "ANTHROPIC_API_KEY", True, "max_tokens"),
+        ("anthropic-compat", "https://api.anthropic.com/v1/", "ANTHROPIC_API_KEY", True, "max_tokens"),
+        ("gemini", "https://generativelanguage.googleapis.com/v1beta/openai", "GEMINI_API_KEY", True, "max_tokens"),
         ("deepseek", "https://api.deepseek.com", "DEEPSEEK_API_KEY", True, "max_tokens"),
         ("groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", True, "max_tokens"),
         ("xai", "https://api.x.ai/v1", "XAI_API_KEY", True, "max_tokens"),
@@ -77,7 +79,7 @@ class Fake:
 )
 def test_builtin_specs(name: str, base_url: str, env: str | None, requires_key: bool, max_field: str) -> None:
     spec = ProviderSpec.named(name)
-    assert spec == getattr(ProviderSpec, name)()
+    assert spec == getattr(ProviderSpec, name.replace("-", "_"))()
     assert (spec.name, spec.base_url, spec.api_key_env, spec.requires_key) == (name, base_url, env, requires_key)
     assert spec.max_tokens_field == max_field
     assert dict(spec.default_headers) == {}
@@ -151,7 +153,19 @@ def test_known_providers_reports_readiness_without_building(no_keys: pytest.Monk
     no_keys.setenv("OPENAI_API_KEY", "sk-x")
     table = known_providers()
     names = [spec.name for spec, _ in table]
-    assert names == ["openai", "anthropic", "deepseek", "groq", "xai", "openrouter", "together", "mistral", "ollama"]
+    assert names == [
+        "openai",
+        "anthropic",
+        "anthropic-compat",
+        "gemini",
+        "deepseek",
+        "groq",
+        "xai",
+        "openrouter",
+        "together",
+        "mistral",
+        "ollama",
+    ]
     ready = {spec.name: has_key for spec, has_key in table}
     assert ready["openai"] is True
     assert ready["ollama"] is True
@@ -286,7 +300,18 @@ def test_resolve_passes_models_through() -> None:
         ("groq:llama-3.3-70b-versatile", "groq", "llama-3.3-70b-versatile", "https://api.groq.com/openai/v1"),
         ("OpenRouter:openai/gpt-4o", "openrouter", "openai/gpt-4o", "https://openrouter.ai/api/v1"),
         ("ollama:qwen2:7b", "ollama", "qwen2:7b", "http://localhost:11434/v1"),
-        ("anthropic:claude-sonnet-4-5", "anthropic", "claude-sonnet-4-5", "https://api.anthropic.com/v1/"),
+        (
+            "anthropic-compat:claude-sonnet-4-5",
+            "anthropic-compat",
+            "claude-sonnet-4-5",
+            "https://api.anthropic.com/v1/",
+        ),
+        (
+            "gemini:gemini-2.5-flash",
+            "gemini",
+            "gemini-2.5-flash",
+            "https://generativelanguage.googleapis.com/v1beta/openai",
+        ),
         ("gpt-4o-mini", "openai", "gpt-4o-mini", "https://api.openai.com/v1"),
         ("o3-mini", "openai", "o3-mini", "https://api.openai.com/v1"),
         ("o1", "openai", "o1", "https://api.openai.com/v1"),

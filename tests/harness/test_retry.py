@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import math
 import random
 import subprocess
@@ -626,3 +627,46 @@ async def test_try_acquire_does_not_jump_the_queue() -> None:
         tg.start_soon(small)
     assert seen == [False]
     assert limiter.available == pytest.approx(0.0)
+
+
+@pytest.mark.anyio
+async def test_a_wait_that_cannot_fit_before_the_deadline_is_not_started() -> None:
+    sleep = RecordingSleep()
+    first = ProviderError("429", status=429, retryable=True, retry_after_s=30.0)
+    fn = Flaky([first])
+    with pytest.raises(RunTimeout) as info:
+        await call_with_retry(fn, policy=RetryPolicy(), sleep=sleep, remaining_s=lambda: 1.5)
+    assert info.value.__cause__ is first
+    assert (fn.calls, sleep.delays) == (1, [])
+    # a custom error, and a wait that fits is taken
+    fn = Flaky([first])
+    with pytest.raises(KeyError):
+        await call_with_retry(fn, policy=RetryPolicy(), sleep=sleep, remaining_s=lambda: 29.0, on_deadline=KeyError)
+    assert await call_with_retry(Flaky([first]), policy=RetryPolicy(), sleep=sleep, remaining_s=lambda: 31.0) == "ok"
+    assert await call_with_retry(Flaky([first]), policy=RetryPolicy(), sleep=sleep, remaining_s=lambda: None) == "ok"
+    assert sleep.delays == [30.0, 30.0]
+
+
+@pytest.mark.anyio
+async def test_acquire_fails_at_once_when_the_known_wait_exceeds_the_timeout() -> None:
+    clock = FakeClock()
+    limiter = RateLimiter(0.5, burst=1, clock=clock, sleep=clock.sleep)
+    assert await limiter.acquire(timeout_s=0.01) == 0.0  # a token in the bucket: no wait at all
+    with pytest.raises(TimeoutError):
+        await limiter.acquire(timeout_s=1.5)  # needs 2 s
+    assert clock.sleeps == []
+    assert await limiter.acquire(timeout_s=2.5) == pytest.approx(2.0)
+
+
+@pytest.mark.anyio
+async def test_a_queued_acquire_gives_up_at_its_timeout() -> None:
+    limiter = RateLimiter(1.0, burst=1)
+    assert limiter.try_acquire()
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(functools.partial(limiter.acquire, 1))  # queues first: ~1 s
+        await anyio.sleep(0.01)
+        started = time.monotonic()
+        with pytest.raises(TimeoutError):
+            await limiter.acquire(timeout_s=0.2, cancellation=CancellationToken())
+        assert time.monotonic() - started < 0.9
+    assert limiter.available < 1  # the queued waiter got its token; the one that gave up took none

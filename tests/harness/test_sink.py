@@ -156,3 +156,20 @@ async def test_subscribe_since_catches_up_without_duplicates() -> None:
     with anyio.fail_after(5):
         got = [e.call_id async for e in sub]  # type: ignore[attr-defined]
     assert got == ["c3", "c4", "c5"]
+
+
+@pytest.mark.anyio
+async def test_subscribe_where_filters_in_offset_order_with_state() -> None:
+    sink = EventSink()
+    seen: list[str] = []
+
+    def first_two_runs(event: AgentEvent) -> bool:
+        seen.append(event.run_id)
+        return len(set(seen)) <= 2
+
+    sub = sink.subscribe(where=first_two_runs, until=lambda e: e.run_id == "c")
+    for run in ("a", "b", "a", "c"):
+        sink.emit(RunStarted(run_id=run, root_run_id=run))
+    sink.close()
+    assert [e.run_id async for e in sub] == ["a", "b", "a"]
+    assert seen == ["a", "b", "a", "c"]

@@ -10,7 +10,14 @@ from pydantic import ValidationError
 from tinyagents_nb.harness._context import RunConfig, RunContext
 from tinyagents_nb.harness._errors import ConfigurationError, RunCancelled, SteeringError
 from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._messages import SystemMessage, UserMessage
+from tinyagents_nb.harness._messages import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse
 from tinyagents_nb.harness._steering import (
     Cancel,
@@ -70,19 +77,100 @@ async def test_bad_commands_are_rejected() -> None:
         SetMetadata(metadata={"x": object()})
 
 
-async def test_default_policy_allows_nothing_and_a_refused_batch_applies_nothing() -> None:
+async def test_a_disallowed_command_is_rejected_and_the_run_goes_on() -> None:
     ctx, handle = steered(SteeringPolicy().allow("redirect"))
     rec = EventRecorder(ctx.events)
-    model = ScriptedModel(["never"])
-    handle.send(Redirect(instruction="first"))
-    handle.send(SetMetadata(metadata={"b": 2}))
-    with pytest.raises(SteeringError, match="set_metadata"):
-        await AgentHarness(model=model).invoke_in_context(ctx, "go")
-    assert model.calls == 0
-    assert dict(ctx.config.metadata) == {"a": 1}
+    model = ScriptedModel(["done"])
+    first = handle.send(Redirect(instruction="first"))
+    refused = handle.send(SetMetadata(metadata={"b": 2}))
+    assert (first.status, refused.status, refused.accepted) == ("queued", "queued", None)
+    run = await AgentHarness(model=model).invoke_in_context(ctx, "go")
+    assert run.status == "completed"
+    assert run.final_text == "done"
+    assert dict(ctx.config.metadata) == {"a": 1}  # the refused command changed nothing
+    assert model.requests[0].messages[-1] == SystemMessage(text="[steering:redirect] first")  # the allowed one applied
+    assert (first.status, first.accepted, first.error) == ("applied", True, None)
+    assert (refused.status, refused.accepted, refused.done) == ("rejected", False, True)
+    assert isinstance(refused.error, SteeringError)
+    assert "`set_metadata` is not permitted" in refused.error.message
+    assert refused.wait(0)
     applied = rec.of_kind("steering.applied")
-    assert [(e.command, e.accepted) for e in applied] == [("set_metadata", False)]  # type: ignore[attr-defined]
+    assert [(e.command, e.accepted) for e in applied] == [("redirect", True), ("set_metadata", False)]  # type: ignore[attr-defined]
+    assert "not permitted" in applied[1].detail  # type: ignore[attr-defined]
     assert SteeringPolicy().permits("pause") is False
+
+
+async def test_a_stream_reports_rejection_through_the_receipt() -> None:
+    ctx, _ = steered(SteeringPolicy())  # accepts nothing
+    stream = AgentHarness(model=ScriptedModel(["fine"])).invoke_streaming("go", context=ctx)
+    receipt = stream.pause("hold on")
+    run = await stream
+    assert run.final_text == "fine"
+    assert receipt.status == "rejected"
+    assert receipt.command == Pause(reason="hold on")
+
+
+async def test_commands_after_a_cancel_in_the_same_batch_are_rejected() -> None:
+    ctx, handle = steered()
+    cancel = handle.send(Cancel(reason="stop"))
+    late = handle.send(Redirect(instruction="too late"))
+    with pytest.raises(RunCancelled):
+        await AgentHarness(model=ScriptedModel(["never"])).invoke_in_context(ctx, "go")
+    assert cancel.status == "applied"
+    assert late.status == "rejected"
+    assert late.error is not None
+
+
+def _call_turn(*ids: str) -> AssistantMessage:
+    return AssistantMessage(tool_calls=[ToolCall(id=i, name="noop") for i in ids])
+
+
+def _result(call_id: str) -> ToolMessage:
+    return ToolMessage(tool_call_id=call_id, name="noop", text="ok")
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        [_result("ghost")],  # an orphan tool result
+        [_call_turn("x")],  # an unanswered tool call
+        [_call_turn("x", "y"), _result("x")],  # half answered
+        [_call_turn("x"), _result("y")],  # answered by the wrong id
+        [_call_turn("x"), _result("x"), _result("x")],  # answered twice
+    ],
+)
+async def test_injections_that_would_break_the_transcript_are_rejected(bad: list[Message]) -> None:
+    ctx, handle = steered()
+    rec = EventRecorder(ctx.events)
+    model = ScriptedModel(["done"])
+    receipts = [handle.send(InjectMessage(message=m)) for m in bad]
+    ok = handle.send(InjectMessage(message=UserMessage(text="still here")))
+    run = await AgentHarness(model=model).invoke_in_context(ctx, "go")
+    assert run.status == "completed"
+    sent = model.requests[0].messages
+    assert [m.role for m in sent] == ["user", "user"]  # nothing of the bad batch reached the provider
+    assert sent[-1] == UserMessage(text="still here")
+    assert ok.status == "applied"
+    for receipt in receipts:
+        assert receipt.status == "rejected"
+        assert isinstance(receipt.error, SteeringError)
+    events = rec.of_kind("steering.applied")
+    assert [e.accepted for e in events] == [False] * len(bad) + [True]  # type: ignore[attr-defined]
+
+
+async def test_a_complete_injected_tool_exchange_is_accepted() -> None:
+    ctx, handle = steered()
+    model = ScriptedModel(["done"])
+    exchange = [_call_turn("x", "y"), _result("y"), _result("x")]
+    receipts = handle.send_all(InjectMessage(message=m) for m in exchange)
+    await AgentHarness(model=model).invoke_in_context(ctx, "go")
+    assert list(model.requests[0].messages[1:]) == exchange
+    assert [r.status for r in receipts] == ["applied"] * 3
+
+
+def test_inject_message_needs_a_message() -> None:
+    with pytest.raises(ConfigurationError, match="must be a Message"):
+        InjectMessage(message="hi")  # type: ignore[arg-type]
 
 
 async def test_injected_message_is_in_the_very_next_request() -> None:

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import itertools
 import json
 import sqlite3
 import subprocess
@@ -22,8 +23,10 @@ from hypothesis import given, settings, strategies as st
 
 from tinyagents_nb.harness._errors import ConfigurationError, StoreError, TinyAgentsError
 from tinyagents_nb.harness._ids import ThreadId
+from tinyagents_nb.harness._journal import SQLiteEventJournal
 from tinyagents_nb.harness._registries import CacheRegistry, StoreRegistry
 from tinyagents_nb.harness._stores import InMemoryStore, SQLiteStore, Store
+from tinyagents_nb.harness._vectors import SQLiteVectorStore
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -571,3 +574,104 @@ def test_cache_registry_errors_and_close() -> None:
     caches.register("plain", object())  # no close(): skipped
     caches.close()
     assert fake.closed == 1
+
+
+# ------------------------------------------------------------------------------ concurrent first opens
+def _open_all_at_once(opener: Any, paths: list[Path], per_file: int) -> list[BaseException]:
+    """Open every path ``per_file`` times from as many threads, all released together."""
+    barrier = threading.Barrier(len(paths) * per_file)
+    errors: list[BaseException] = []
+
+    def open_one(path: Path) -> None:
+        try:
+            barrier.wait()
+            opener(path).close()
+        except BaseException as exc:  # surface thread failures in the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one, args=(p,)) for p in paths for _ in range(per_file)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return errors
+
+
+def test_many_threads_first_opening_one_fresh_file_all_succeed(tmp_path: Path) -> None:
+    # 30 fresh files x 30 threads each, mixing the three users of the shared opener: the WAL switch
+    # and three schemas race on every file
+    openers = itertools.cycle([SQLiteStore, SQLiteEventJournal, SQLiteVectorStore])
+    lock = threading.Lock()
+
+    def opener(path: Path) -> Any:
+        with lock:
+            kind = next(openers)
+        return kind(path)
+
+    paths = [tmp_path / f"f{i}" / "kv.sqlite" for i in range(30)]
+    errors = _open_all_at_once(opener, paths, 30)
+    assert errors == []
+    for path in paths:
+        with SQLiteStore(path) as s:
+            s.put("ns", "k", 1)
+        with contextlib.closing(sqlite3.connect(path)) as raw:
+            assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+_OPENER = textwrap.dedent(
+    """
+    import sys, time
+    from tinyagents_nb.harness._stores import SQLiteStore
+    start = float(sys.argv[2])
+    while time.time() < start:  # every process opens at the same instant
+        time.sleep(0.0005)
+    for _ in range(3):
+        SQLiteStore(sys.argv[1]).close()
+    """
+)
+
+
+def test_several_processes_first_opening_one_fresh_file_all_succeed(tmp_path: Path) -> None:
+    for round_ in range(3):
+        path = tmp_path / f"r{round_}" / "kv.sqlite"
+        start = time.time() + 2.0  # after every interpreter has imported the package
+        procs = [
+            subprocess.Popen([sys.executable, "-c", _OPENER, str(path), str(start)], cwd=REPO, stderr=subprocess.PIPE)
+            for _ in range(6)
+        ]
+        for proc in procs:
+            _, stderr = proc.communicate(timeout=60)
+            assert proc.returncode == 0, stderr.decode()
+
+
+@pytest.mark.parametrize("opener", [SQLiteStore, SQLiteEventJournal, SQLiteVectorStore])
+def test_opening_while_another_first_open_holds_the_write_lock_waits(tmp_path: Path, opener: Any) -> None:
+    # Another process mid-way through its own first open (still in rollback mode, writing its
+    # schema) holds the write lock: SQLite fails the WAL switch at once instead of calling the busy
+    # handler, so the opener must retry it until the lock goes.
+    path = tmp_path / "fresh.sqlite"
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None, check_same_thread=False)) as other:
+        other.execute("CREATE TABLE other_schema (a)")
+        other.execute("BEGIN IMMEDIATE")
+        release = threading.Timer(0.3, other.execute, args=("COMMIT",))
+        release.start()
+        started = time.monotonic()
+        opener(path).close()
+        release.join()
+    assert time.monotonic() - started >= 0.25  # it waited for the lock rather than failing
+    with contextlib.closing(sqlite3.connect(path)) as raw:
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_file_locked_past_the_busy_timeout_is_not_to_be_deleted(tmp_path: Path) -> None:
+    path = tmp_path / "kv.sqlite"
+    SQLiteStore(path).close()
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as raw:
+        raw.execute("PRAGMA journal_mode = DELETE")  # so the next open must switch to WAL again
+        raw.execute("BEGIN EXCLUSIVE")  # another process holds the whole file
+        with pytest.raises(ConfigurationError, match="locked") as info:
+            SQLiteStore(path, busy_timeout_s=0.2)
+        assert info.value.hint is not None
+        assert "delete" not in info.value.hint
+        assert "busy_timeout_s" in info.value.hint
+        raw.execute("ROLLBACK")

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from tinyagents_nb.harness._context import RunConfig, RunContext
+from tinyagents_nb.harness._cost import CostTracker, ModelPricing
 from tinyagents_nb.harness._errors import RunCancelled, SubAgentDepthError
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._ids import RunId
@@ -200,3 +201,42 @@ async def test_subagent_prompt_is_added_after_the_harness_prompt() -> None:
     sub = SubAgent("helper", AgentHarness(model=model, system_prompt="harness rules"), system_prompt="sub rules")
     await sub.invoke_in_parent(RunContext(), "go")
     assert [m.text for m in model.requests[0].messages] == ["harness rules", "sub rules", "go"]
+
+
+@pytest.mark.parametrize("max_depth", [0, 1])
+async def test_the_roots_policy_depth_binds_the_whole_tree(max_depth: int) -> None:
+    root, _, _ = tree()  # mid and leaf harnesses keep the default max_depth of 8
+    bounded = AgentHarness(model=root.model, tools=root.tools, policy=RunPolicy(limits=RunLimits(max_depth=max_depth)))
+    ctx = RunContext()
+    rec = EventRecorder(ctx.events)
+    run = await bounded.invoke_in_context(ctx, "answer X")
+    assert run.final_text == "root answer"
+    assert max(e.depth for e in rec.events) == max_depth  # nothing ran below the root's cap
+    refused = [e for e in rec.of_kind("tool.completed") if e.depth == max_depth]
+    assert refused[0].is_error  # type: ignore[attr-defined]
+    assert "recursion depth limit" in refused[0].output  # type: ignore[attr-defined]
+    assert ctx.config.max_depth == 8  # the caller's config is as it was
+
+
+async def test_cost_rolls_up_through_a_middle_run_that_recorded_nothing() -> None:
+    priced = CostTracker(prices={"scripted": ModelPricing(input_per_mtok=1_000, output_per_mtok=1_000)})
+    leaf = SubAgent("leaf", AgentHarness(model=ScriptedModel([ScriptedModel.text("leaf answer", usage=U)])))
+    silent_mid = SubAgent(  # a provider that reports no usage (or a response-cache hit)
+        "mid",
+        AgentHarness(
+            model=ScriptedModel([ScriptedModel.tool_call("leaf", {"input": "go"}), "mid answer"]),
+            tools=[leaf.as_tool()],
+        ),
+    )
+    root = AgentHarness(
+        model=ScriptedModel([ScriptedModel.tool_call("mid", {"input": "go"}, usage=U), ScriptedModel.text("ok")]),
+        tools=[silent_mid.as_tool()],
+    )
+    ctx = RunContext(config=RunConfig(run_id="root"), costs=priced)
+    run = await root.invoke_in_context(ctx, "x")
+    one_call = priced.for_run(RunId("root")).total_usd
+    assert one_call is not None
+    assert one_call > 0
+    assert run.usage == U + U
+    assert run.cost.total_usd == 2 * one_call  # the leaf's cost reached the root through the silent mid
+    assert priced.total().total_usd == run.cost.total_usd

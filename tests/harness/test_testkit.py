@@ -32,6 +32,7 @@ from tinyagents_nb.harness._messages import (
     AssistantMessage,
     SystemMessage,
     TextDelta,
+    ThinkingBlock,
     ThinkingDelta,
     ToolCall,
     ToolCallDelta,
@@ -169,6 +170,9 @@ EQUIVALENCE_CASES: list[ModelResponse | str] = [
     ScriptedModel.tool_call("lookup", {"q": "x"}, text="calling", usage=Usage(input_tokens=5, output_tokens=2)),
     ScriptedModel.text("final", usage=Usage(input_tokens=9, output_tokens=1), reasoning="think"),
     ModelResponse(message=AssistantMessage(tool_calls=[ToolCall(id="bad", name="t", raw_arguments="{not json")])),
+    ModelResponse(  # signed thinking, as Anthropic returns it, survives streaming
+        message=AssistantMessage(text="a", reasoning="r", blocks=[ThinkingBlock(text="r", signature="sig")])
+    ),
 ]
 
 

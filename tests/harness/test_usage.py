@@ -12,7 +12,14 @@ from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError
 from tinyagents_nb.harness._ids import CallId, RunId
 from tinyagents_nb.harness._usage import Usage, UsageRecord, UsageTracker
 
-FIELDS = ("input_tokens", "output_tokens", "cached_input_tokens", "reasoning_tokens", "cache_write_tokens")
+FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "cache_write_tokens",
+    "cache_write_1h_tokens",
+)
 COLUMNS = [
     "run_id",
     "parent_run_id",
@@ -26,6 +33,7 @@ COLUMNS = [
     "output_tokens",
     "reasoning_tokens",
     "cache_write_tokens",
+    "cache_write_1h_tokens",
     "total_tokens",
     "ts",
 ]
@@ -36,6 +44,7 @@ def usages(draw: st.DrawFn) -> Usage:
     """Valid usages: the parts never exceed their totals."""
     cached = draw(st.integers(0, 10**9))
     write = draw(st.integers(0, 10**9))
+    write_1h = draw(st.integers(0, write))
     extra_input = draw(st.integers(0, 10**9))
     reasoning = draw(st.integers(0, 10**9))
     extra_output = draw(st.integers(0, 10**9))
@@ -43,6 +52,7 @@ def usages(draw: st.DrawFn) -> Usage:
         input_tokens=cached + write + extra_input,
         cached_input_tokens=cached,
         cache_write_tokens=write,
+        cache_write_1h_tokens=write_1h,
         output_tokens=reasoning + extra_output,
         reasoning_tokens=reasoning,
     )
@@ -83,6 +93,10 @@ def test_non_int_counts_are_rejected(value: object) -> None:
         ({"input_tokens": 10, "cached_input_tokens": 11}, "exceeds input_tokens"),
         ({"input_tokens": 10, "cached_input_tokens": 6, "cache_write_tokens": 5}, "exceeds input_tokens"),
         ({"output_tokens": 3, "reasoning_tokens": 4}, "reasoning_tokens .4. exceeds output_tokens"),
+        (
+            {"input_tokens": 10, "cache_write_tokens": 2, "cache_write_1h_tokens": 3},
+            "cache_write_1h_tokens .3. exceeds cache_write_tokens",
+        ),
     ],
 )
 def test_parts_cannot_exceed_their_totals(kwargs: dict[str, int], message: str) -> None:
@@ -340,6 +354,7 @@ def test_dataframe_has_one_row_per_record_with_typed_columns() -> None:
         "output_tokens": "int64",
         "reasoning_tokens": "int64",
         "cache_write_tokens": "int64",
+        "cache_write_1h_tokens": "int64",
         "total_tokens": "int64",
         "ts": "float64",
     }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -68,3 +69,30 @@ def test_kernel_interrupt_in_blocking_mode_cancels_and_keeps_the_partial_text(ke
     assert "cancelled" in result.stdout
     assert kernel.value("blocked.status") == "cancelled"
     assert kernel.value("'w299' in blocked.final_text") is False
+
+
+def test_two_kernels_start_sessions_on_one_session_file(kernel: KernelHarness, tmp_path: Path) -> None:
+    import sys
+
+    path = tmp_path / "shared" / "session.sqlite"
+    other = KernelHarness(sys.executable, tmp_path / "other")
+    try:
+        start = time.time() + 3.0  # both kernels open the fresh file at the same instant
+        cell = (
+            "import time\n"
+            "from tinyagents_nb.magics import NotebookSession\n"
+            f"while time.time() < {start!r}: time.sleep(0.0005)\n"
+            f"session = NotebookSession(store_path={str(path)!r})\n"
+            "session.store.put('kernels', '{name}', True)\n"
+            "print('opened')\n"
+        )
+        # both cells are sent before either is collected, so the kernels really open together
+        sent = [(k, k.kc.execute(cell.replace("{name}", n))) for n, k in (("a", kernel), ("b", other))]
+        for k, msg_id in sent:
+            result = k._collect(msg_id, 60.0)
+            assert result.error is None, result.error
+            assert "opened" in result.stdout
+        assert kernel.value("sorted(session.store.keys('kernels'))") == ["a", "b"]
+        assert other.value("sorted(session.store.keys('kernels'))") == ["a", "b"]
+    finally:
+        other.close()

@@ -81,6 +81,14 @@ def test_unknown_prices_stay_unknown(shell: InteractiveShell, session: NotebookS
     assert math.isnan(costs["cost_usd"].iloc[0])
 
 
+def test_cost_table_shows_prompt_cache_reads_and_writes(shell: InteractiveShell, session: NotebookSession) -> None:
+    cached = Usage(input_tokens=1_000, cached_input_tokens=600, cache_write_tokens=300, output_tokens=5)
+    session.register_model("cachey", ScriptedModel([ScriptedModel.text("x", usage=cached)]))
+    run_ok(shell, "%%agent --model cachey\nhi")
+    row = frame(shell, "%agent cost").iloc[-1]
+    assert (row["input_tokens"], row["cached_input_tokens"], row["cache_write_tokens"]) == (1_000, 600, 300)
+
+
 def test_history_of_the_current_thread(shell: InteractiveShell, two_runs: NotebookSession) -> None:
     history = frame(shell, "%agent history")
     assert list(history["role"]) == ["user", "assistant", "user", "assistant", "tool", "assistant"]

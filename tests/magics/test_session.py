@@ -175,3 +175,38 @@ async def test_the_journal_survives_in_the_store_file(tmp_path: Path) -> None:
         assert [m.text for m in reopened.messages()] == ["persist me", "saved"]  # same thread, same history
     finally:
         reopened.close()
+
+
+_START_SESSION = """
+import sys, time
+from tinyagents_nb.magics import NotebookSession
+start = float(sys.argv[2])
+while time.time() < start:  # every "kernel" opens the session file at the same instant
+    time.sleep(0.0005)
+session = NotebookSession(store_path=sys.argv[1])
+session.store.put("kernels", sys.argv[3], True)
+"""
+
+
+def test_several_kernels_start_sessions_on_one_fresh_file(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+    import time
+
+    from tinyagents_nb.harness import SQLiteStore
+
+    repo = Path(__file__).resolve().parents[2]
+    for round_ in range(2):
+        path = tmp_path / f"r{round_}" / "session.sqlite"
+        start = time.time() + 2.5  # after every interpreter has imported the package
+        procs = [
+            subprocess.Popen(
+                [sys.executable, "-c", _START_SESSION, str(path), str(start), f"k{i}"], cwd=repo, stderr=subprocess.PIPE
+            )
+            for i in range(5)
+        ]
+        for proc in procs:
+            _, stderr = proc.communicate(timeout=90)
+            assert proc.returncode == 0, stderr.decode()
+        with SQLiteStore(path) as store:
+            assert store.keys("kernels") == [f"k{i}" for i in range(5)]

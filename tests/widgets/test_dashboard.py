@@ -12,14 +12,18 @@ from typing import Any
 
 import pytest
 
+from tests.harness.replay_server import ReplayServer
 from tinyagents_nb.harness import (
     AgentHarness,
     ConfigurationError,
     ContextPressure,
     CostTracker,
     ModelPricing,
+    OpenAIChatModel,
     ProviderError,
+    RetryPolicy,
     RunContext,
+    RunPolicy,
     SubAgent,
     ToolResult,
     Usage,
@@ -289,3 +293,57 @@ def test_blocking_mode_run_on_a_worker_thread_with_flushes_from_the_caller(comms
     assert "● completed" in dash.header.widget.value
     assert dash.controls.stop.disabled
     assert len(seen) >= 3  # it showed progress while the worker streamed
+
+
+async def test_a_key_echoed_in_a_provider_error_never_reaches_widget_state(comms: CommLog) -> None:
+    key = "tk_DashEcho5e4f3a2b1c0d9e8f7a6b"
+    body = {
+        "error": {
+            "message": "Rate limit reached",
+            "type": f"limit_{key.upper()}",
+            "code": key,
+            "metadata": {"raw": f"upstream saw Authorization: Bearer {key.lower()}", "headers": [{"key": key}]},
+        }
+    }
+    server = ReplayServer().start()
+    try:
+        server.enqueue(429, body, headers={"retry-after-ms": "1"})
+        server.enqueue(400, {"error": {"message": "bad", "param": key, "code": f"x{key}"}})
+        model = OpenAIChatModel("gpt-4o-mini", base_url=server.base_url, api_key=key)
+        policy = RunPolicy(retry=RetryPolicy(max_attempts=2, initial_backoff_s=0.001, max_backoff_s=0.002))
+        stream = AgentHarness(model=model, policy=policy).invoke_streaming("hi")
+        dash = RunDashboard(stream)
+        await dash.wait_flushed()
+        await model.aclose()
+    finally:
+        server.stop()
+    assert dash.state.terminal == "failed"
+    state = repr(comms.messages) + dash.header.widget.value + dash.summary_text() + repr(dash.state.error)
+    assert "rate limit" in state.lower() or "bad" in state
+    assert key.lower() not in state.lower()
+
+
+async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms: CommLog) -> None:
+    from collections.abc import AsyncGenerator
+
+    from tinyagents_nb.harness import RetryPolicy, RunPolicy, TextDelta
+    from tinyagents_nb.harness._model import StreamFinish
+
+    class Flaky(ScriptedModel):
+        async def stream(self, request: Any) -> AsyncGenerator[Any, None]:
+            self.requests.append(request)
+            first = len(self.requests) == 1
+            for chunk in ("The answer ", "is 4") if first else ("The answer ", "is 42."):
+                yield TextDelta(text=chunk)
+            if first:
+                raise ProviderError("reset mid-stream", retryable=True)
+            yield StreamFinish(finish_reason="stop")
+
+    policy = RunPolicy(retry=RetryPolicy(initial_backoff_s=0.01))
+    stream = AgentHarness(model=Flaky(["unused"]), policy=policy).invoke_streaming("x")
+    dash = RunDashboard(stream)
+    await dash.wait_flushed()
+    assert dash.transcript.text() == "The answer is 42."
+    struck = [w.value for w in dash.transcript.widget.children if "line-through" in w.value]
+    assert len(struck) == 1  # the failed attempt is still visible, struck out
+    assert "is 4" in struck[0]

@@ -156,7 +156,9 @@ def test_the_gauge_clamps_an_over_budget_prompt_and_keeps_its_marks_bounded(comm
 
 def test_the_cost_table_totals_and_propagates_unknown(comms: CommLog) -> None:
     costs = CostTracker(prices={"cheap": ModelPricing(input_per_mtok=1, output_per_mtok=1)}, use_genai_prices=False)
-    usage = Usage(input_tokens=1_000, output_tokens=500, cached_input_tokens=200, reasoning_tokens=100)
+    usage = Usage(
+        input_tokens=1_000, output_tokens=500, cached_input_tokens=200, cache_write_tokens=300, reasoning_tokens=100
+    )
     costs.record(run_id="r", parent_run_id=None, root_run_id="r", depth=0, usage=usage, model="cheap")
     costs.record(run_id="other", parent_run_id=None, root_run_id="other", depth=0, usage=usage, model="cheap")
     with pytest.warns(UserWarning, match="no price known"):
@@ -170,6 +172,7 @@ def test_the_cost_table_totals_and_propagates_unknown(comms: CommLog) -> None:
     assert list(frame["usd"]) == [Decimal("0.0015"), None, None]
     assert frame.loc[2, "input"] == 2_000
     assert frame.loc[2, "cached"] == 400
+    assert frame.loc[2, "cache_write"] == 600
     assert frame.loc[2, "reasoning"] == 200
     assert table.widget.value.count("unknown") == 2
     assert "$0.0015" in table.widget.value

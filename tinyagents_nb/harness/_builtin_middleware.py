@@ -9,9 +9,11 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from ._messages import Message, SystemMessage, ToolCall
+from ._errors import ConfigurationError
+from ._messages import Message, ToolCall
 from ._middleware import Middleware
 from ._model import ModelRequest, ModelResponse
+from ._summarization import _stable_prefix_len
 from ._tokens import TokenEstimator
 from ._trim import TrimStrategy, trim_messages
 from ._usage import Usage
@@ -97,11 +99,8 @@ class UsageAccountingMiddleware(Middleware):
 
 
 def _prefix_fingerprint(request: ModelRequest) -> str:
-    system: list[str] = []
-    for message in request.messages:
-        if not isinstance(message, SystemMessage):
-            break
-        system.append(message.text)
+    # the stable prefix only: a summary or retrieved context after it is history, checked as such
+    system = [m.text for m in request.messages[: _stable_prefix_len(request.messages)]]
     tools = [[t.name, t.description, dict(t.parameters)] for t in request.tools]
     blob = json.dumps([system, tools], sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -114,6 +113,10 @@ class PromptCacheGuardMiddleware(Middleware):
     stable prefix (leading system messages and tool schemas) changing between calls, and earlier
     messages being rewritten rather than appended to. Each is recorded in ``violations`` (and
     logged); with ``strict=True`` the model call is refused instead.
+
+    The check runs in ``before_send``, on the request as it is sent: after every middleware's
+    ``before_model`` and after the context-pressure chain, whose trimming, summaries and compaction
+    rewrite exactly the prefix the provider caches.
     """
 
     def __init__(self, *, strict: bool = False, logger: logging.Logger | None = None) -> None:
@@ -122,12 +125,12 @@ class PromptCacheGuardMiddleware(Middleware):
         self.violations: list[str] = []
         self._last: dict[str, tuple[str, Sequence[Message]]] = {}
 
-    async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
+    async def before_send(self, ctx: RunContext[Any], request: ModelRequest) -> None:
         fingerprint = _prefix_fingerprint(request)
         previous = self._last.get(ctx.run_id)
         self._last[ctx.run_id] = (fingerprint, request.messages)
         if previous is None:
-            return request
+            return
         old_fingerprint, old_messages = previous
         problem = None
         if old_fingerprint != fingerprint:
@@ -139,10 +142,7 @@ class PromptCacheGuardMiddleware(Middleware):
             self.violations.append(note)
             self.logger.warning(note)
             if self.strict:
-                from ._errors import ConfigurationError
-
                 raise ConfigurationError(note)
-        return request
 
     async def after_agent(self, ctx: RunContext[Any], run: AgentRun) -> None:
         self._last.pop(ctx.run_id, None)

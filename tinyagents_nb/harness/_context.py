@@ -374,7 +374,10 @@ class RunContext(Generic[DataT]):
         config = self.config.child(
             run_id=run_id, thread_id=thread_id, tags=tags, metadata=metadata, configurable=configurable
         )
+        # both ledgers learn the link now: a middle run that records nothing itself (a cache hit, a
+        # provider without usage) must still carry its subtree's usage and cost up to the root
         self.usage.register_run(config.run_id, config.parent_run_id)
+        self.costs.register_run(config.run_id, config.parent_run_id)
         child: RunContext[Any] = RunContext(
             config=config,
             data=self.data if data is _INHERIT else data,

@@ -40,13 +40,26 @@ PriceSource = Literal["genai-prices", "override", "free", "unknown"]
 _MTOK: Final = Decimal(1_000_000)
 # Our provider names → genai-prices ids where they differ; other names are passed through when
 # the library knows them and dropped (so the model name picks the provider) when it does not.
-_GENAI_PROVIDER_ALIASES: Final = {"xai": "x-ai"}
+_GENAI_PROVIDER_ALIASES: Final = {"xai": "x-ai", "gemini": "google", "anthropic-compat": "anthropic"}
 # Local runtimes: a model name like "mistral" must not be priced at the hosted API's rate.
 _UNPRICED_PROVIDERS: Final = frozenset({"ollama"})
 _FREE_PROVIDERS: Final = frozenset({"test"})  # testkit fakes: known to cost nothing, so 0 is the truth here
 # Prefixes split off "provider:model" strings; only these, since Ollama tags contain colons.
 _PROVIDER_PREFIXES: Final = frozenset(
-    {"openai", "anthropic", "deepseek", "groq", "xai", "openrouter", "together", "mistral", "ollama"}
+    {
+        "openai",
+        "anthropic",
+        "anthropic-compat",
+        "deepseek",
+        "gemini",
+        "groq",
+        "xai",
+        "openrouter",
+        "together",
+        "mistral",
+        "ollama",
+        "azure",
+    }
 )
 
 
@@ -283,6 +296,7 @@ class CostTracker(_Ledger[CostRecord, CostTotals]):
             input_tokens=usage.input_tokens,
             cache_read_tokens=usage.cached_input_tokens,
             cache_write_tokens=usage.cache_write_tokens,
+            cache_write_1h_tokens=usage.cache_write_1h_tokens,
             output_tokens=usage.output_tokens,
             output_reasoning_tokens=usage.reasoning_tokens,
         )

@@ -233,7 +233,7 @@ class OpenAIEmbeddingModel:
         )
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy or None, got {type(retry).__name__}")
-        self._url = self._transport.base_url.rstrip("/") + "/embeddings"
+        self._url = self._transport.spec.endpoint("embeddings")
         self._batch_size = _positive_int("batch_size", batch_size, _MAX_BATCH)
         self._dims = None if dimensions is None else _positive_int("dimensions", dimensions)
         self._observed_dims: int | None = None

@@ -28,7 +28,7 @@ harness means; Python's own ``asyncio.CancelledError`` is never swallowed or con
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -75,6 +75,23 @@ class TinyAgentsError(Exception):
     @property
     def message(self) -> str:
         return str(self.args[0]) if self.args else ""
+
+
+def describe_error(error: BaseException) -> str:
+    """``"TypeName: message"`` for any exception, without ever raising.
+
+    Error reports are built from third-party exceptions (tools, summarizers) whose ``__str__`` may
+    itself raise; a report that crashes would turn a recoverable tool failure into a failed run.
+    Falls back to ``repr`` and finally to the bare type name.
+    """
+    name = type(error).__name__
+    for render in (str, repr):
+        try:
+            text = render(error)
+        except Exception:
+            continue
+        return f"{name}: {text}" if text else name
+    return f"{name}: <unprintable>"
 
 
 class ConfigurationError(TinyAgentsError, ValueError):
@@ -220,6 +237,9 @@ class ProviderError(RunError):
         retry_after_s: The provider's requested wait, when it sent one.
         provider: The provider's name, e.g. ``"openai"``.
         code: The provider's machine-readable error code, when given.
+        details: What the provider added to tell a user what to do, scrubbed of secrets, e.g.
+            ``{"metadata.raw": <the upstream host's reason>}`` (OpenRouter),
+            ``{"failed_generation": <the model output that failed>}`` (Groq) or ``{"param": ...}``.
     """
 
     def __init__(
@@ -233,8 +253,10 @@ class ProviderError(RunError):
         model: str | None = None,
         code: str | None = None,
         hint: str | None = None,
+        details: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message, hint=hint)
+        self.details: dict[str, str] = dict(details or {})
         self.status = status
         self.retryable = retryable
         self.retry_after_s = retry_after_s

@@ -29,6 +29,7 @@ __all__ = [
     "MemorySaved",
     "ModelCompleted",
     "ModelDelta",
+    "ModelDiscarded",
     "ModelFailed",
     "ModelStarted",
     "RetryScheduled",
@@ -37,6 +38,7 @@ __all__ = [
     "RunFailed",
     "RunStarted",
     "SteeringApplied",
+    "StructuredRepair",
     "SubAgentCompleted",
     "SubAgentReused",
     "SubAgentStarted",
@@ -106,9 +108,26 @@ class ModelStarted(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelDelta(AgentEvent):
+    """One streamed fragment of model call ``call_id``.
+
+    ``attempt`` numbers the call's stream attempts (retries and fallbacks included, from 1): the text
+    of an attempt later named by ``model.discarded`` is not part of the answer.
+    """
+
     kind: Literal["model.delta"] = "model.delta"
     call_id: str
     delta: MessageDelta
+    attempt: int = 1
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelDiscarded(AgentEvent):
+    """A streamed attempt failed and another attempt follows: drop its deltas (``call_id`` + ``attempt``)."""
+
+    kind: Literal["model.discarded"] = "model.discarded"
+    call_id: str
+    attempt: int
+    reason: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -153,12 +172,19 @@ class ToolCompleted(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolFailed(AgentEvent):
+    """A started tool call that ended without a result.
+
+    ``status`` says how: ``failed`` (it raised), ``timed_out`` (the run's deadline) or ``cancelled``
+    (a Stop, or the run's task was cancelled, while it ran).
+    """
+
     kind: Literal["tool.failed"] = "tool.failed"
     call_id: str
     tool_name: str
     error_type: str
     error: str
     duration_s: float = 0.0
+    status: str = "failed"
 
 
 # ------------------------------------------------------------------------------------------ sub-agents
@@ -253,6 +279,18 @@ class SteeringApplied(AgentEvent):
     command: str
     accepted: bool = True
     detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StructuredRepair(AgentEvent):
+    """The model's structured answer was invalid; it is asked again with the error (one more model call)."""
+
+    kind: Literal["structured.repair"] = "structured.repair"
+    attempt: int
+    max_attempts: int
+    output: str = ""
+    strategy: str = ""
+    error: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -18,7 +18,7 @@ from ._limits import RunLimits
 from ._loop import RunLoop
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._middleware import Middleware, MiddlewareStack
-from ._model import ChatModel, ModelRequest
+from ._model import ChatModel, ModelRequest, ToolSchema
 from ._pressure import ContextPressureChain
 from ._profile import ModelProfile
 from ._providers import resolve_model
@@ -26,7 +26,7 @@ from ._response_cache import ResponseCache
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
 from ._sink import EventSubscription
-from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand
+from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand, SteeringReceipt
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tokens import TokenEstimator
 from ._tool_registry import ToolRegistry
@@ -43,6 +43,7 @@ AgentInput: TypeAlias = str | Message | Sequence[Message]
 
 ErrorPolicy = Literal["return_error", "fail"]
 _TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
+_TOOL_TOKEN_SETS = 16  # distinct tool sets whose schema token count is remembered
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -59,6 +60,9 @@ class RunPolicy:
         tool_timeout_s: Default per-tool timeout (a tool's own ``timeout_s`` wins); expiry is reported to the model.
         output: Structured output to extract from the final answer (a type, JSON schema or ``OutputSpec``).
         structured_strategy: ``auto`` chooses from the model profile.
+        structured_retries: How many times an invalid structured answer is sent back to the model
+            with its validation error before the run fails with ``StructuredOutputError``; each
+            repair is one more model call under the usual limits (0: no repair).
         max_output_tokens: Cap on each request's output tokens.
         temperature: Sampling temperature passed to the model.
         model_settings: Extra provider parameters for every request.
@@ -77,6 +81,7 @@ class RunPolicy:
     tool_timeout_s: float | None = None
     output: OutputSpec | None = None
     structured_strategy: Literal["auto"] | StructuredStrategy = "auto"
+    structured_retries: int = 2
     max_output_tokens: int | None = None
     temperature: float | None = None
     model_settings: Mapping[str, Any] = field(default_factory=dict)
@@ -91,6 +96,9 @@ class RunPolicy:
                 raise ConfigurationError(f"{name} must be 'return_error' or 'fail', got {getattr(self, name)!r}")
         if self.tool_timeout_s is not None and self.tool_timeout_s <= 0:
             raise ConfigurationError("tool_timeout_s must be > 0")
+        retries: object = self.structured_retries
+        if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
+            raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")
         output: object = self.output
         if output is not None and not isinstance(output, OutputSpec):  # a type or a schema, for convenience
             object.__setattr__(self, "output", OutputSpec.of(output))
@@ -155,7 +163,9 @@ class AgentHarness(Generic[DataT]):
             (ContextPressureChain() if pressure == "default" else pressure) if self.context_window is not None else None
         )
         self._estimator: TokenEstimator | None = None
-        self._tool_tokens: int | None = None
+        # tool-schema token counts by the identity of the schemas sent (kept alive, so ids stay unique)
+        self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
+        self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
 
     def _window(self, window: ContextWindow | int | None) -> ContextWindow | None:
         if isinstance(window, ContextWindow):
@@ -189,9 +199,8 @@ class AgentHarness(Generic[DataT]):
             return request
         if self._estimator is None:
             self._estimator = TokenEstimator.for_model(self.model.model_name)
-            text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in request.tools)
-            self._tool_tokens = self._estimator.counter.count(text) if text else 0
-        estimator, tool_tokens = self._estimator, self._tool_tokens or 0
+        estimator = self._estimator
+        tool_tokens = self._schema_tokens(estimator, tuple(request.tools))
         estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         if self.pressure is not None and not window.fits(estimate):
             relieved = await self.pressure.relieve(
@@ -201,6 +210,29 @@ class AgentHarness(Generic[DataT]):
             estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         ctx.context_window = window.with_estimate(estimate)
         return request
+
+    def _schema_tokens(self, estimator: TokenEstimator, tools: tuple[ToolSchema, ...]) -> int:
+        """Tokens the tool schemas cost, counted once per distinct tool set.
+
+        The set can change between calls (tools registered or removed, the structured-output tool
+        added, a middleware narrowing the tools), so the count is keyed by the schemas' identity:
+        the registry hands out the same schema objects until it changes, which keeps a hit to one
+        tuple of ``id``s and one dict lookup.
+        """
+        last = self._last_tools
+        if last[0] is tools:
+            return last[1]
+        key = tuple(map(id, tools))
+        hit = self._tool_tokens.get(key)
+        if hit is not None:
+            self._last_tools = hit
+            return hit[1]
+        text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in tools)
+        tokens = estimator.counter.count(text) if text else 0
+        if len(self._tool_tokens) >= _TOOL_TOKEN_SETS:
+            self._tool_tokens.pop(next(iter(self._tool_tokens)))  # oldest first
+        self._tool_tokens[key] = self._last_tools = (tools, tokens)
+        return tokens
 
     # ---------------------------------------------------------------------------- entry points
     def _messages(self, input: AgentInput) -> list[Message]:
@@ -318,7 +350,9 @@ class AgentStream(AsyncIterator[AgentEvent]):
         if self._events is None:
             run_id = self.run_id
             self._events = self.context.events.subscribe(
-                since=self._since, until=lambda e: e.run_id == run_id and e.kind in _TERMINAL
+                since=self._since,
+                until=lambda e: e.run_id == run_id and e.kind in _TERMINAL,
+                where=_run_tree_filter(self.context),
             )
         return self._events
 
@@ -348,8 +382,11 @@ class AgentStream(AsyncIterator[AgentEvent]):
         """Request cooperative cancellation (thread-safe)."""
         self.context.cancellation.cancel(reason)
 
-    def steer(self, command: SteeringCommand | str) -> None:
+    def steer(self, command: SteeringCommand | str) -> SteeringReceipt:
         """Send a steering command (a string is an injected user message); thread-safe.
+
+        Returns:
+            The receipt the run resolves at its next checkpoint (applied, or rejected with why).
 
         Raises:
             SteeringError: The run was started without a ``SteeringHandle`` on its context.
@@ -360,17 +397,17 @@ class AgentStream(AsyncIterator[AgentEvent]):
                 "this run accepts no steering",
                 hint="start it with a context that has a SteeringHandle (RunContext.with_steering)",
             )
-        handle.send(InjectMessage(message=UserMessage(text=command)) if isinstance(command, str) else command)
+        return handle.send(InjectMessage(message=UserMessage(text=command)) if isinstance(command, str) else command)
 
-    def pause(self, reason: str | None = None) -> None:
+    def pause(self, reason: str | None = None) -> SteeringReceipt:
         """Hold the run at its next checkpoint (before its next model call)."""
-        self.steer(Pause(reason=reason))
+        return self.steer(Pause(reason=reason))
 
-    def resume(self) -> None:
-        self.steer(Resume())
+    def resume(self) -> SteeringReceipt:
+        return self.steer(Resume())
 
-    def redirect(self, instruction: str) -> None:
-        self.steer(Redirect(instruction=instruction))
+    def redirect(self, instruction: str) -> SteeringReceipt:
+        return self.steer(Redirect(instruction=instruction))
 
     def __await__(self) -> Generator[Any, None, AgentRun]:
         return self.result().__await__()
@@ -382,6 +419,35 @@ class AgentStream(AsyncIterator[AgentEvent]):
         if self._task is not None and not self._task.done():
             self.cancel("stream closed")
             await self.wait()
+
+
+def _run_tree_filter(ctx: RunContext[Any]) -> Callable[[AgentEvent], bool]:
+    """Accept only the events of ``ctx``'s run and its descendants: runs may share one sink.
+
+    A root run's tree is every event with its root id. A nested run's subtree is followed by lineage:
+    a run whose parent is a member joins (the filter sees events in offset order, so a child's first
+    event, or its parent's ``subagent.started``, always comes after its parent joined).
+    """
+    run_id = ctx.run_id
+    if ctx.parent_run_id is None:
+        return lambda e: e.root_run_id == run_id
+    members: set[str] = {run_id}
+    root = ctx.root_run_id
+
+    def member(e: AgentEvent) -> bool:
+        if e.root_run_id != root:
+            return False
+        if e.run_id in members:
+            child = getattr(e, "child_run_id", None)
+            if child is not None:
+                members.add(child)
+            return True
+        if e.parent_run_id in members:
+            members.add(e.run_id)
+            return True
+        return False
+
+    return member
 
 
 def _run_blocking(fn: Callable[[], Awaitable[T]], ctx: RunContext[Any]) -> T:

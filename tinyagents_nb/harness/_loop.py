@@ -8,11 +8,10 @@ run concurrently only when there are several.
 from __future__ import annotations
 
 import functools
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 
@@ -21,11 +20,11 @@ from ._errors import (
     LimitExceeded,
     RunCancelled,
     RunTimeout,
-    StructuredOutputError,
     TinyAgentsError,
     ToolArgumentsError,
     ToolError,
     UnknownToolError,
+    describe_error,
 )
 from ._events import (
     CacheHit,
@@ -34,6 +33,7 @@ from ._events import (
     LimitReached,
     ModelCompleted,
     ModelDelta,
+    ModelDiscarded,
     ModelFailed,
     ModelStarted,
     RetryScheduled,
@@ -60,18 +60,18 @@ from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._steering import SteeringHandle, apply_batch
-from ._structured import StructuredOutput, extract_structured, is_structured_call, prepare_request
+from ._structured import StructuredOutput, prepare_request
+from ._structured_turn import StructuredTurn
 from ._tools import Tool, ToolResult
 
 if TYPE_CHECKING:
-    from ._context import RunContext
+    from ._context import RunConfig, RunContext
     from ._harness import AgentHarness
 
 __all__: list[str] = []
 
 _log = logging.getLogger("tinyagents_nb")
 _PREVIEW = 2_000
-_STRUCTURED_ACK = "Structured output recorded. Continue with the remaining tool calls."
 
 
 def _preview(text: str) -> str:
@@ -102,6 +102,9 @@ class RunLoop:
         self.structured: StructuredOutput | None = None
         self.model_calls = 0
         self.tool_calls = 0
+        self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
+        self.streamed = False  # whether the current attempt has emitted a delta
+        self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
         self.started = self.clock.monotonic()
 
     # ---------------------------------------------------------------------------- driver
@@ -110,10 +113,24 @@ class RunLoop:
         ctx = self.ctx
         saved = ctx.deadline, ctx.streaming
         ctx.deadline, ctx.streaming = self.limits.deadline, self.streaming
+        max_depth = ctx.config.max_depth
+        ctx.config = self._bound_config(ctx.config)
         try:
             return await self._drive()
         finally:
             ctx.deadline, ctx.streaming = saved
+            if ctx.config.max_depth != max_depth:  # steering may have replaced the config meanwhile: keep that
+                ctx.config = replace(ctx.config, max_depth=max_depth)
+
+    def _bound_config(self, config: RunConfig) -> RunConfig:
+        """The run's config with its effective depth cap, so every child it spawns inherits it.
+
+        The harness's ``max_depth`` binds the whole tree below this run: a sub-agent's harness may be
+        looser, but ``RunContext.child`` copies this cap and nothing deeper may start. (The wall clock
+        binds the tree through ``ctx.deadline``; call counts stay per-run budgets.)
+        """
+        cap = max(self.limits.max_depth, config.depth)  # a run already at its depth just spawns nothing
+        return config if cap >= config.max_depth else replace(config, max_depth=cap)
 
     async def _drive(self) -> AgentRun:
         harness, ctx = self.harness, self.ctx
@@ -158,6 +175,9 @@ class RunLoop:
         tool_schemas = harness.tools.schemas()
         output = harness.output
         strategy = harness.structured_strategy
+        turn = None
+        if output is not None and strategy is not None:
+            turn = StructuredTurn(output, strategy, policy.structured_retries)
         while True:
             ctx.cancellation.raise_if_cancelled()
             if ctx.steering is not None:
@@ -177,6 +197,7 @@ class RunLoop:
                 request = prepare_request(request, output, strategy)
             request = await harness.middleware.before_model(ctx, request)
             request = await harness.fit_context(ctx, request)
+            await harness.middleware.before_send(ctx, request)
             call_id = str(policy.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
@@ -188,26 +209,15 @@ class RunLoop:
             self.messages.append(message)
 
             calls: Sequence[ToolCall] = message.tool_calls
-            if output is not None and strategy == "tool" and calls:
-                structured_calls = [c for c in calls if is_structured_call(c, output)]
-                if structured_calls:
-                    self.structured = extract_structured(response, output, strategy)
-                    calls = [c for c in calls if not is_structured_call(c, output)]
-                    if not calls:
-                        # the structured call is the answer; answer it so the transcript stays valid
-                        for call in structured_calls:
-                            self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text="ok"))
-                        raw = self.structured.raw if self.structured is not None else None
-                        return message.text or json.dumps(raw, ensure_ascii=False)
-                    for call in structured_calls:
-                        self.messages.append(ToolMessage(tool_call_id=call.id, name=call.name, text=_STRUCTURED_ACK))
-            if not calls:
-                if output is not None and strategy is not None and self.structured is None:
-                    self.structured = extract_structured(response, output, strategy)
-                    if self.structured is None:
-                        raise StructuredOutputError(
-                            f"the model finished without returning structured output `{output.name}`"
-                        )
+            if turn is not None:
+                settled = turn.settle(ctx, response, self.messages)
+                self.structured = turn.value
+                if isinstance(settled, str):
+                    return settled
+                if not settled:
+                    continue  # a structured-output repair: ask the model again
+                calls = settled
+            elif not calls:
                 return message.text
             self.status.phase = "tools"
             self.messages.extend(await self._run_tools(calls))
@@ -218,7 +228,7 @@ class RunLoop:
         """Apply queued commands; while paused, wait (cancellably, within the deadline) for more."""
         ctx = self.ctx
         while True:
-            apply_batch(ctx, handle, handle.drain(), self.messages)
+            apply_batch(ctx, handle, handle._take(), self.messages)
             if not handle.is_paused:
                 return
             self.status.phase = "paused"
@@ -234,9 +244,11 @@ class RunLoop:
         cache = harness.response_cache_for(ctx)
         models: Sequence[ChatModel] = harness.model_chain
         last_error: BaseException | None = None
+        self.attempt = 0
         for index, model in enumerate(models):
             if index:
                 ctx.cancellation.raise_if_cancelled()
+                self._discard(call_id, "fallback")
                 ctx.emit(
                     FallbackUsed,
                     call_id=call_id,
@@ -253,7 +265,7 @@ class RunLoop:
                     ctx.emit(CacheHit, call_id=call_id, key=key)
                     if self.streaming and hit.message.text:
                         delta = TextDelta(text=hit.message.text)
-                        ctx.emit(ModelDelta, call_id=call_id, delta=delta)
+                        ctx.emit(ModelDelta, call_id=call_id, delta=delta, attempt=self.attempt + 1)
                         harness.middleware.on_model_delta(ctx, delta)
                     return await self._completed(hit, model, call_id, started, cached=True)
                 if key is not None:
@@ -263,10 +275,10 @@ class RunLoop:
                     functools.partial(self._attempt, model, request, call_id),
                     policy=policy.retry,
                     cancellation=ctx.cancellation,
-                    on_retry=lambda attempt, delay, error: ctx.emit(
-                        RetryScheduled, call_id=call_id, attempt=attempt, delay_s=delay, error=_error_text(error)
-                    ),
+                    on_retry=functools.partial(self._on_retry, call_id),
                     max_retries=policy.limits.max_retries_per_call,
+                    remaining_s=self.limits.remaining_s,
+                    on_deadline=self._timeout,
                 )
             except Exception as exc:
                 if not isinstance(exc, Cancelled):
@@ -276,6 +288,7 @@ class RunLoop:
                         model=model.model_name,
                         error_type=type(exc).__name__,
                         error=_error_text(exc),
+                        attempt=max(self.attempt, 1),
                     )
                 fallback = policy.fallback
                 if fallback is None or index + 1 >= len(models) or not fallback.should_fall_back(exc):
@@ -286,6 +299,17 @@ class RunLoop:
                 _cache_store(cache, key, response)
             return await self._completed(response, model, call_id, started, cached=False)
         raise AssertionError("unreachable: the model chain is never empty")
+
+    def _on_retry(self, call_id: str, attempt: int, delay: float, error: BaseException) -> None:
+        self._discard(call_id, "retry")
+        self.ctx.emit(RetryScheduled, call_id=call_id, attempt=attempt, delay_s=delay, error=_error_text(error))
+
+    def _discard(self, call_id: str, reason: str) -> None:
+        """A failed attempt that streamed is followed by another: tell consumers to drop its deltas."""
+        if self.streamed:
+            self.ctx.emit(ModelDiscarded, call_id=call_id, attempt=self.attempt, reason=reason)
+            self.streamed = False
+        self.partial = None  # its text is not the answer, nor a partial answer to keep
 
     async def _completed(
         self, response: ModelResponse, model: ChatModel, call_id: str, started: float, *, cached: bool
@@ -314,18 +338,25 @@ class RunLoop:
     async def _attempt(self, model: ChatModel, request: ModelRequest, call_id: str) -> ModelResponse:
         ctx, harness = self.ctx, self.harness
         self._check_limit(self.limits.check_deadline)
+        self.attempt += 1
         limiter = harness.policy.rate_limiter
         if limiter is not None:
-            await limiter.acquire(cancellation=ctx.cancellation)
+            try:
+                await limiter.acquire(cancellation=ctx.cancellation, timeout_s=self.limits.remaining_s())
+            except TimeoutError:  # the wait for a token cannot end before the run's deadline
+                raise self._timeout() from None
         with ctx.cancellation.scope(timeout_s=self.limits.remaining_s()):
             if not self.streaming:
                 return await model.invoke(request)
             acc = self.partial = StreamAccumulator(model=model.model_name, provider=model.provider)
+            self.streamed = False
+            attempt = self.attempt
             on_delta = harness.middleware.on_model_delta if harness.middleware.has("on_model_delta") else None
             async for item in model.stream(request):
                 acc.add(item)
                 if isinstance(item, TextDelta | ThinkingDelta | ToolCallDelta):
-                    ctx.emit(ModelDelta, call_id=call_id, delta=item)
+                    self.streamed = True
+                    ctx.emit(ModelDelta, call_id=call_id, delta=item, attempt=attempt)
                     if on_delta is not None:
                         on_delta(ctx, item)
             return acc.response()
@@ -341,31 +372,37 @@ class RunLoop:
             self._check_limit(limits.check_deadline)
             self._check_limit(limits.record_tool_call)
             admitted.append(await harness.middleware.before_tool(ctx, call))
-        for call in admitted:
-            ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
-        outcomes: list[tuple[ToolResult, float, Exception | None] | None] = [None] * len(admitted)
-        if len(admitted) == 1:
-            outcomes[0] = await self._execute(admitted[0])  # no task group for the common single call
-        else:
-            limit = harness.policy.limits.max_concurrency
-            semaphore = anyio.Semaphore(limit) if limit else None
+        outcomes: list[_Outcome | None] = [None] * len(admitted)
+        try:
+            if len(admitted) == 1:
+                outcomes[0] = await self._execute(admitted[0])  # no task group for the common single call
+            else:
+                limit = harness.policy.limits.max_concurrency
+                semaphore = anyio.Semaphore(limit) if limit else None
 
-            async def run_one(i: int, call: ToolCall) -> None:
-                if semaphore is None:
-                    outcomes[i] = await self._execute(call)
-                else:
-                    async with semaphore:
+                async def run_one(i: int, call: ToolCall) -> None:
+                    if semaphore is None:
                         outcomes[i] = await self._execute(call)
+                    else:
+                        async with semaphore:
+                            outcomes[i] = await self._execute(call)
 
-            async with anyio.create_task_group() as tg:
-                for i, call in enumerate(admitted):
-                    tg.start_soon(run_one, i, call)
+                async with anyio.create_task_group() as tg:
+                    for i, call in enumerate(admitted):
+                        tg.start_soon(run_one, i, call)
+        except BaseException as exc:  # the run's task was cancelled (or interrupted) mid-tool: close what started
+            self._close_live_tools(exc)
+            raise
         results: list[ToolMessage] = []
+        first_fatal: Exception | None = None
         for call, outcome in zip(admitted, outcomes, strict=True):
             assert outcome is not None
-            result, duration, fatal = outcome
-            if isinstance(fatal, Cancelled):
-                raise fatal
+            result, duration, fatal, ran = outcome
+            if not ran:  # stopped before it started: it emitted nothing, so nothing to close
+                if first_fatal is None and isinstance(fatal, RunTimeout):
+                    ctx.emit(LimitReached, limit=fatal.limit, maximum=fatal.maximum)
+                first_fatal = first_fatal or fatal
+                continue
             if fatal is not None:
                 ctx.emit(
                     ToolFailed,
@@ -374,9 +411,12 @@ class RunLoop:
                     error_type=type(fatal).__name__,
                     error=_error_text(fatal),
                     duration_s=duration,
+                    status=_ended_as(fatal),
                 )
-                raise fatal
-            result = await harness.middleware.after_tool(ctx, call, result)
+                first_fatal = first_fatal or fatal
+                continue
+            if first_fatal is None:  # once the turn has failed, results are only reported, not used
+                result = await harness.middleware.after_tool(ctx, call, result)
             self.tool_calls += 1
             ctx.emit(
                 ToolCompleted,
@@ -387,20 +427,50 @@ class RunLoop:
                 duration_s=duration,
             )
             results.append(result.to_message(call))
+        if first_fatal is not None:
+            raise first_fatal
         return results
 
-    async def _execute(self, call: ToolCall) -> tuple[ToolResult, float, Exception | None]:
-        """Run one admitted call; returns (result, duration, fatal error or None).
+    async def _execute(self, call: ToolCall) -> _Outcome:
+        """Start one admitted call, unless the run was stopped while it waited for its turn.
 
-        Errors are returned, not raised, so concurrent siblings finish and the first fatal error in
-        call order wins (a task group would otherwise wrap them in an ``ExceptionGroup``).
+        Returns (result, duration, fatal error or None, whether it started). Errors are returned,
+        not raised, so concurrent siblings finish and the first fatal error in call order wins (a
+        task group would otherwise wrap them in an ``ExceptionGroup``). ``tool.started`` is
+        emitted here, when the tool really starts, not when it is queued.
         """
+        ctx = self.ctx
+        if ctx.cancellation.is_cancelled or self.limits.deadline is not None:
+            try:
+                ctx.cancellation.raise_if_cancelled()
+                self.limits.check_deadline()  # limit.reached is emitted once, by _run_tools
+            except (Cancelled, RunTimeout) as exc:
+                return ToolResult.error(_error_text(exc)), 0.0, exc, False
+        ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
         started = self.clock.monotonic()
+        self.live_tools[id(call)] = (call, started)
         try:
             result = await self._execute_inner(call)
         except Exception as exc:
-            return ToolResult.error(_error_text(exc)), self.clock.monotonic() - started, exc
-        return result, self.clock.monotonic() - started, None
+            self.live_tools.pop(id(call), None)
+            return ToolResult.error(_error_text(exc)), self.clock.monotonic() - started, exc, True
+        # (a task cancel leaves the call in live_tools, for _run_tools to close)
+        self.live_tools.pop(id(call), None)
+        return result, self.clock.monotonic() - started, None, True
+
+    def _close_live_tools(self, exc: BaseException) -> None:
+        now = self.clock.monotonic()
+        live, self.live_tools = self.live_tools, {}
+        for call, started in live.values():
+            self.ctx.emit(
+                ToolFailed,
+                call_id=call.id,
+                tool_name=call.name,
+                error_type=type(exc).__name__,
+                error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
+                duration_s=now - started,
+                status="cancelled",
+            )
 
     async def _execute_inner(self, call: ToolCall) -> ToolResult:
         policy, tools = self.harness.policy, self.harness.tools
@@ -432,11 +502,10 @@ class RunLoop:
         except (Cancelled, LimitExceeded):
             raise
         except Exception as exc:
+            failure = f"tool `{call.name}` failed: {describe_error(exc)}"
             if policy.tool_errors == "fail":
-                raise ToolError(
-                    f"tool `{call.name}` failed: {type(exc).__name__}: {exc}", tool_name=call.name, call_id=call.id
-                ) from exc
-            return ToolResult.error(f"tool `{call.name}` failed: {type(exc).__name__}: {exc}")
+                raise ToolError(failure, tool_name=call.name, call_id=call.id) from exc
+            return ToolResult.error(failure)
         # only reached when the time budget cancelled the call
         assert scope.cancelled_caught
         if tool_timeout is None or (run_remaining is not None and run_remaining <= tool_timeout):
@@ -489,7 +558,7 @@ class RunLoop:
         self.status.active_model_call = None
         self.status.ended_at = self.clock.time()
         if error is not None:
-            self.status.error = f"{type(error).__name__}: {error}"
+            self.status.error = describe_error(error)
 
     async def _finish_cancelled(self, exc: Cancelled) -> AgentRun:
         self._keep_partial()
@@ -507,6 +576,18 @@ class RunLoop:
         await self.harness.middleware.on_error(self.ctx, exc)
         self._close_status("failed", exc)
         return run
+
+
+_Outcome: TypeAlias = tuple[ToolResult, float, Exception | None, bool]
+
+
+def _ended_as(error: BaseException) -> str:
+    """The ``status`` of a ``tool.failed``: how the call ended."""
+    if isinstance(error, Cancelled):
+        return "cancelled"
+    if isinstance(error, RunTimeout):
+        return "timed_out"
+    return "failed"
 
 
 def _cache_lookup(
@@ -546,5 +627,5 @@ def _last_user_text(messages: Sequence[Message]) -> str:
 def _error_text(error: BaseException | None) -> str:
     if error is None:
         return ""
-    text = str(error) if isinstance(error, TinyAgentsError) else f"{type(error).__name__}: {error}"
+    text = str(error) if isinstance(error, TinyAgentsError) else describe_error(error)
     return _preview(text)

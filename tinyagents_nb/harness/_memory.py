@@ -268,8 +268,8 @@ class ShortTermMemory:
         max_messages: Keep only the last ``max_messages`` non-system messages when loading.
         trim: A further ``TrimStrategy`` applied when loading (e.g. ``MaxTokens``).
 
-    Cut points are repaired by ``trim_messages``: a loaded window never starts with tool results
-    whose assistant turn was cut off.
+    Cut points are repaired by ``trim_messages``: a loaded window keeps earlier turns whole (never
+    an answer without its question) and never starts with tool results whose call was cut off.
     """
 
     def __init__(

@@ -40,6 +40,9 @@ __all__ = [
 
 RETRIEVED_TAG = "retrieved"
 """Tag on messages that carry retrieved, nonessential context: the pressure chain drops these first."""
+REPAIR_TAG = "structured_repair"
+"""Tag on the user message asking the model to fix an invalid structured answer: a follow-up within
+the current turn, not a new question (trimming keeps it with the question it follows)."""
 
 JsonValue: TypeAlias = Any
 """A value that survives ``json.dumps``; kept as ``Any`` because recursive aliases defeat pydantic here."""
@@ -74,10 +77,16 @@ class ImageRef:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ThinkingBlock:
-    """Model reasoning; ``signature`` is the provider's opaque token for replaying it."""
+    """Model reasoning; ``signature`` is the provider's opaque token for replaying it.
+
+    Anthropic requires signed thinking blocks to be sent back unchanged with the turn that made
+    them, so adapters keep them in ``AssistantMessage.blocks``. A ``redacted`` block has no
+    readable text: ``signature`` then holds the provider's encrypted payload.
+    """
 
     text: str
     signature: str | None = None
+    redacted: bool = False
     type: Literal["thinking"] = "thinking"
 
 

@@ -25,6 +25,7 @@ _HOOKS = (
     "before_agent",
     "after_agent",
     "before_model",
+    "before_send",
     "after_model",
     "on_model_delta",
     "before_tool",
@@ -49,6 +50,13 @@ class Middleware:
     async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
         """Before each model call; return the request to send (possibly changed)."""
         return request
+
+    async def before_send(self, ctx: RunContext[Any], request: ModelRequest) -> None:
+        """Look at the final request just before it goes to the provider; raising refuses the call.
+
+        It runs after every ``before_model`` and after context pressure, so it sees exactly what is
+        sent (checks and audits); it cannot change it, since a change could undo the window fit.
+        """
 
     async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
         """After each model call; return the response the loop should use."""
@@ -110,6 +118,10 @@ class MiddlewareStack:
         for mw in self._by_hook["before_model"]:
             request = await mw.before_model(ctx, request)
         return request
+
+    async def before_send(self, ctx: RunContext[Any], request: ModelRequest) -> None:
+        for mw in self._by_hook["before_send"]:
+            await mw.before_send(ctx, request)
 
     async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
         for mw in self._by_hook["after_model"]:

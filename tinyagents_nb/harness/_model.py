@@ -13,7 +13,7 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
-from ._messages import AssistantMessage, Message, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta
+from ._messages import AssistantMessage, Message, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta
 from ._usage import Usage
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "ModelStreamItem",
     "ResponseFormat",
     "StreamAccumulator",
+    "StreamBlock",
     "StreamFinish",
     "StreamUsage",
     "ToolChoice",
@@ -117,7 +118,19 @@ class StreamFinish:
     type: Literal["finish"] = "finish"
 
 
-ModelStreamItem: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | StreamUsage | StreamFinish
+@dataclass(frozen=True, kw_only=True, slots=True)
+class StreamBlock:
+    """A finished content block the reply must keep verbatim, e.g. a signed ``ThinkingBlock``.
+
+    Its text already arrived as deltas; this item carries what deltas cannot (the signature), so
+    the accumulated message can be sent back exactly as the provider requires.
+    """
+
+    block: ThinkingBlock
+    type: Literal["block"] = "block"
+
+
+ModelStreamItem: TypeAlias = TextDelta | ThinkingDelta | ToolCallDelta | StreamBlock | StreamUsage | StreamFinish
 
 
 @runtime_checkable
@@ -146,12 +159,13 @@ class ChatModel(Protocol):
 class StreamAccumulator:
     """Folds stream items into a ``ModelResponse``; tool-call fragments are joined by ``index``."""
 
-    __slots__ = ("_calls", "_finish", "_model", "_provider", "_reasoning", "_text", "_usage")
+    __slots__ = ("_blocks", "_calls", "_finish", "_model", "_provider", "_reasoning", "_text", "_usage")
 
     def __init__(self, *, model: str | None = None, provider: str | None = None) -> None:
         self._text: list[str] = []
         self._reasoning: list[str] = []
         self._calls: dict[int, list[str | None]] = {}
+        self._blocks: list[ThinkingBlock] = []
         self._usage = Usage()
         self._finish: str | None = None
         self._model = model
@@ -172,6 +186,8 @@ class StreamAccumulator:
                 slot[2] = (slot[2] or "") + item.arguments
         elif isinstance(item, StreamUsage):
             self._usage = item.usage
+        elif isinstance(item, StreamBlock):
+            self._blocks.append(item.block)
         else:
             self._finish = item.finish_reason or self._finish
             self._model = item.model or self._model
@@ -193,6 +209,7 @@ class StreamAccumulator:
             text="".join(self._text),
             tool_calls=calls,
             reasoning="".join(self._reasoning) or None,
+            blocks=self._blocks,
         )
         return ModelResponse(
             message=message,

@@ -13,19 +13,22 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import logging
 import os
 import re
+import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
 from ._errors import ConfigurationError
-from ._events import AgentEvent
+from ._events import AgentEvent, ModelDelta
 from ._journal import EventJournal
 from ._jsonl import _JsonlFile, _read_json_lines
 from ._observability import AgentObservation, _event_dict, event_from_dict
+from ._redact_stream import DeltaHold, delta_channel, delta_text, forget_ended, merge_spans, with_text
 from ._sink import EventListener
 
 __all__ = [
@@ -65,9 +68,17 @@ DEFAULT_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
 A pattern with a ``secret`` group has only that group replaced (``"Bearer [REDACTED]"``)."""
 
 # Every default pattern needs one of these substrings, so text without any skips the patterns (the common case).
-_DEFAULT_TRIGGERS: Final = re.compile(
-    r"(?i)sk-|akia|asia|aiza|xai-|gsk_|gh[opsu]_|github_pat|glpat|hf_|xox|bearer|authoriz|key|token|secret|passw"
-)
+_DEFAULT_TRIGGERS: Final = (
+    "sk-", "akia", "asia", "aiza", "xai-", "gsk_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat", "glpat", "hf_",
+    "xox", "bearer", "authoriz", "key", "token", "secret", "passw",
+)  # fmt: skip
+
+
+def _triggered(text: str) -> bool:
+    """Whether ``text`` has one of the substrings some default pattern needs (``in`` tests beat one regex here)."""
+    lowered = text.lower()
+    return any(word in lowered for word in _DEFAULT_TRIGGERS)
+
 
 DEFAULT_SENSITIVE_KEYS: Final[re.Pattern[str]] = re.compile(
     rf"(?i)^(?:.*[_-])?(?:{_KEY_NAMES}|token|secret|authorization|proxy-authorization|cookie|set-cookie)$"
@@ -142,6 +153,7 @@ class _Unredactable(ValueError):
 
 
 _PLAIN_SEQUENCES: Final = (list, tuple, set, frozenset)
+_PATTERN_WINDOW: Final = 64  # how far back a delta may still start a key-shaped match
 
 
 class RedactingSink:
@@ -151,6 +163,13 @@ class RedactingSink:
     nested dataclasses such as deltas. A mapping value under a sensitive key (``api_key``, ``token``,
     ``authorization``, ...) is replaced whole. An unrecognised object is replaced by its scrubbed
     ``repr``. If an event cannot be rebuilt it is dropped and counted, never passed on unredacted.
+    Configured secrets match in any case.
+
+    Stream deltas are redacted on their joined text, so a secret split across two deltas is caught:
+    a delta is held back while its text could still be the start of a secret (it is within the
+    last ``len(longest secret) - 1`` characters, or 64 with patterns, or inside a pattern match that
+    reaches the end of the text so far) and released, in order and with its own offset, once later
+    deltas show it is safe, or at the next event of another kind, or at ``flush()``.
 
     Args:
         inner: The listener that receives redacted events.
@@ -158,6 +177,8 @@ class RedactingSink:
         patterns: Regexes for secret-shaped text; a ``secret`` group limits what is replaced.
         sensitive_keys: Mapping keys whose values are replaced whole; ``None`` disables it.
         replacement: What replaces a secret.
+        hold_deltas: Redact stream deltas across delta boundaries (holding them back as above);
+            ``False`` passes each delta on at once, scrubbed on its own.
 
     Raises:
         ConfigurationError: A secret is not a str or is shorter than 4 characters.
@@ -171,6 +192,7 @@ class RedactingSink:
         patterns: Iterable[re.Pattern[str]] = DEFAULT_PATTERNS,
         sensitive_keys: re.Pattern[str] | None = DEFAULT_SENSITIVE_KEYS,
         replacement: str = "[REDACTED]",
+        hold_deltas: bool = True,
     ) -> None:
         if not callable(inner):
             raise ConfigurationError(f"RedactingSink wraps a callable (offset, event), got {inner!r}")
@@ -181,14 +203,21 @@ class RedactingSink:
                 shown = f"{len(checked)} characters" if isinstance(checked, str) else type(checked).__name__
                 raise ConfigurationError(f"each secret must be a str of at least 4 characters, got {shown}")
             values.append(checked)
-        literal = "|".join(re.escape(s) for s in sorted(set(values), key=len, reverse=True))
-        self._secrets = re.compile(literal) if literal else None
+        ordered = sorted({value.lower() for value in values}, key=len, reverse=True)
+        literal = "|".join(map(re.escape, ordered))
+        self._secrets = re.compile(literal, re.IGNORECASE) if literal else None
+        self._lowered = tuple(ordered)
         self._patterns = tuple(patterns)
-        self._triggers = _DEFAULT_TRIGGERS if self._patterns == DEFAULT_PATTERNS else None
+        self._default_patterns = self._patterns == DEFAULT_PATTERNS
         self._fields: dict[type, tuple[tuple[str, bool], ...]] = {}
         self._keys = sensitive_keys
         self._replacement = replacement
         self._inner = inner
+        window = max(len(ordered[0]) - 1 if ordered else 0, _PATTERN_WINDOW if self._patterns else 0)
+        self._hold: DeltaHold[ModelDelta] | None = None
+        if hold_deltas and window:
+            self._hold = DeltaHold(self._spans, self._partial, window=window, replacement=replacement)
+        self._lock = threading.Lock()
         self.dropped = 0
         """Events dropped because they could not be redacted."""
 
@@ -197,7 +226,7 @@ class RedactingSink:
         out = text
         if self._secrets is not None:
             out = self._secrets.sub(self._replacement, out)
-        if self._triggers is None or self._triggers.search(out) is not None:
+        if not self._default_patterns or _triggered(out):
             for pattern in self._patterns:
                 out = pattern.sub(self._replace, out)
         return text if out == text else out
@@ -263,9 +292,43 @@ class RedactingSink:
             return tuple(items) if isinstance(value, tuple) else frozenset(items)
         return self.scrub_text(repr(value))  # an object we cannot walk: keep only its (scrubbed) repr
 
-    def __call__(self, offset: int, event: AgentEvent) -> None:
+    # ------------------------------------------------------------------------------- streams
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """Where ``scrub_text`` would replace something in ``text``, as merged ranges."""
+        found = [m.span() for m in self._secrets.finditer(text)] if self._secrets is not None else []
+        if not self._default_patterns or _triggered(text):
+            for pattern in self._patterns:
+                grouped = "secret" in pattern.groupindex
+                for m in pattern.finditer(text):
+                    found.append(m.span("secret") if grouped and m.group("secret") is not None else m.span())
+        return merge_spans(found)
+
+    def _partial(self, text: str) -> int | None:
+        """Where a trailing prefix (4+ characters) of a configured secret starts in ``text``, if one ends it."""
+        best = 0
+        lowered = text[-len(self._lowered[0]) :].lower() if self._lowered else ""
+        for secret in self._lowered:
+            for size in range(min(len(secret) - 1, len(lowered)), max(best, 3), -1):
+                if lowered.endswith(secret[:size]):
+                    best = size
+                    break
+        return len(text) - best if best else None
+
+    def _rebuilt(self, event: ModelDelta, text: str) -> AgentEvent:
+        if text == delta_text(event.delta):  # nothing to redact across deltas: scrub it as any event
+            return self.redact(event)
+        blank = dataclasses.replace(event, delta=with_text(event.delta, ""))
+        base = self.redact(blank)  # every other field, scrubbed as usual
+        assert isinstance(base, ModelDelta)
+        return dataclasses.replace(base, delta=with_text(base.delta, text))
+
+    def _release(self, released: list[tuple[int, ModelDelta, str]]) -> None:
+        for offset, event, text in released:
+            self._forward(offset, event, functools.partial(self._rebuilt, event, text))
+
+    def _forward(self, offset: int, event: AgentEvent, build: Callable[[], AgentEvent]) -> None:
         try:
-            redacted = self.redact(event)
+            redacted = build()
         except Exception as exc:
             self.dropped += 1
             # Never log the event's content: it is exactly what failed to be redacted.
@@ -273,9 +336,32 @@ class RedactingSink:
             return
         self._inner(offset, redacted)
 
+    def __call__(self, offset: int, event: AgentEvent) -> None:
+        with self._lock:
+            hold = self._hold
+            if hold is not None:
+                if isinstance(event, ModelDelta):
+                    self._release(hold.add(offset, event, *delta_channel(event)))
+                    return
+                self._release(hold.flush())
+                forget_ended(hold, event)
+            self._forward(offset, event, lambda: self.redact(event))
+
+    def flush(self) -> None:
+        """Pass on every held delta (redacted as the end of its stream), then flush ``inner`` if it can."""
+        with self._lock:
+            if self._hold is not None:
+                self._release(self._hold.flush())
+        flush = getattr(self._inner, "flush", None)
+        if callable(flush):
+            flush()
+
     def __repr__(self) -> str:
-        n = 0 if self._secrets is None else len(self._secrets.pattern.split("|"))
-        return f"RedactingSink(secrets={n}, patterns={len(self._patterns)}, dropped={self.dropped})"
+        held = 0 if self._hold is None else self._hold.held
+        return (
+            f"RedactingSink(secrets={len(self._lowered)}, patterns={len(self._patterns)}, "
+            f"held={held}, dropped={self.dropped})"
+        )
 
 
 def secrets_from_env(environ: Mapping[str, str] | None = None, *, min_length: int = 8) -> tuple[str, ...]:

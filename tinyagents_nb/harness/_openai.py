@@ -18,11 +18,13 @@ Decisions worth knowing:
   lost connection after the finish chunk only loses the usage chunk and counts as complete.
   Malformed chunks are ``ProviderError(retryable=True, code="malformed_stream")``: garbled output is
   usually a transient proxy or server fault, and the retry policy bounds the attempts.
+- **One model, many loops**: an owned httpx client exists per event loop (``PerLoopClients``), so a
+  model shared by threads or by a notebook loop and ``run_sync`` workers never cuts another loop's
+  requests (which would also make the retry policy pay for them again).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import functools
 import json
@@ -33,6 +35,7 @@ from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from ._errors import ConfigurationError, ProviderError, TinyAgentsError
+from ._loop_clients import PerLoopClients
 from ._model import ModelRequest, ModelResponse, ModelStreamItem
 from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
 from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
@@ -78,12 +81,6 @@ def _tls_context() -> ssl.SSLContext:
     return context
 
 
-def _retire(client: httpx.AsyncClient, loop: asyncio.AbstractEventLoop) -> None:
-    """Close a client that belongs to another loop, on that loop, if it still runs; else let it go."""
-    if loop.is_running() and not loop.is_closed():
-        asyncio.run_coroutine_threadsafe(client.aclose(), loop)
-
-
 def _check_url(base_url: object) -> str:
     if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
         raise ConfigurationError(f"base_url must start with http:// or https://, got {base_url!r}")
@@ -107,8 +104,9 @@ class OpenAIChatModel:
         base_url: Overrides the provider's API root (``{base_url}/chat/completions`` is called).
         api_key: The key; defaults to the provider's env var (``OPENAI_API_KEY`` for openai).
         provider: A built-in provider name or a ``ProviderSpec``.
-        http_client: An ``httpx.AsyncClient`` to use (and not close); by default one is created
-            on first call, per event loop, and closed by ``aclose()``.
+        http_client: An ``httpx.AsyncClient`` to use (and not close), bound to one event loop; by
+            default the model owns one client per event loop, created on first call there and
+            closed by ``aclose()`` on that loop or when ``asyncio.run`` ends that loop.
         timeout_s: Network timeout for connect, each read, write and pool wait, on every request.
         profile: Overrides the profile ``profile_for`` would guess.
         extra_headers: Extra headers for every request; treated as secret (never shown, scrubbed
@@ -121,7 +119,7 @@ class OpenAIChatModel:
 
     __slots__ = (
         "_client",
-        "_client_loop",
+        "_clients",
         "_headers",
         "_model",
         "_owns_client",
@@ -166,22 +164,27 @@ class OpenAIChatModel:
         extra = dict(extra_headers or {})
         headers = {"Accept": "application/json", "Content-Type": "application/json", **spec.default_headers, **extra}
         secrets = [value for value in extra.values() if value]
+        # "Token abc..." / "Basic abc...": a host may echo only the credential part of the value.
+        for value in list(secrets):
+            credential = value.split()[-1] if value.split() else value
+            if credential != value and len(credential) >= 8:
+                secrets.append(credential)
         if key is not None:
-            headers["Authorization"] = f"Bearer {key}"
+            headers.update(spec.auth_headers(key))
             secrets.append(key)
         password = urllib.parse.urlsplit(spec.base_url).password
         if password:
             secrets.append(password)
         self._model = model.strip()
         self._spec = spec
-        self._url = spec.base_url.rstrip("/") + "/chat/completions"
+        self._url = spec.endpoint("chat/completions")
         self._headers = _Sealed(headers)
         self._secrets = _Sealed(tuple(secrets))
         self._timeout_s = float(timeout_s)
         self._timeout: Any = None
         self._client = http_client
         self._owns_client = http_client is None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
         self._profile = profile
         self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
 
@@ -230,7 +233,7 @@ class OpenAIChatModel:
         return self._profile
 
     def __repr__(self) -> str:
-        keyed = "set" if "Authorization" in self._headers.reveal() else "none"
+        keyed = "set" if (self._spec.api_key_header or "Authorization") in self._headers.reveal() else "none"
         return (
             f"OpenAIChatModel(model={self._model!r}, provider={self._spec.name!r}, "
             f"base_url={_public_url(self._spec.base_url)!r}, api_key=<{keyed}>)"
@@ -239,26 +242,23 @@ class OpenAIChatModel:
     __str__ = __repr__
 
     # ----------------------------------------------------------------------------------- client lifecycle
-    def _http(self) -> httpx.AsyncClient:
-        """The client for the running loop.
+    async def _http(self) -> httpx.AsyncClient:
+        """The supplied client, else this model's client for the running loop.
 
-        An owned client is rebuilt when the loop changes: a sync twin may run each call on a fresh
-        loop, and an httpx connection pool is bound to the loop that opened it.
+        An httpx connection pool is bound to the loop that opened it, and one model may serve
+        several loops at once (``run_sync`` from a thread pool, a notebook's loop and a worker
+        thread), so each loop gets its own client and closes it itself.
         """
-        client = self._client
-        if not self._owns_client:
-            assert client is not None
-            return client
-        loop = asyncio.get_running_loop()
-        if client is None or self._client_loop is not loop:
-            if client is not None and self._client_loop is not None:
-                _retire(client, self._client_loop)
-            httpx = _httpx()
-            # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
-            verify: ssl.SSLContext | bool = _tls_context() if self._url.startswith("https://") else False
-            client = httpx.AsyncClient(timeout=self._timeout_obj(), follow_redirects=False, verify=verify)
-            self._client = client
-            self._client_loop = loop
+        if self._client is not None:
+            return self._client
+        return await self._clients.get()
+
+    def _new_client(self) -> httpx.AsyncClient:
+        # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
+        verify: ssl.SSLContext | bool = _tls_context() if self._url.startswith("https://") else False
+        client: httpx.AsyncClient = _httpx().AsyncClient(
+            timeout=self._timeout_obj(), follow_redirects=False, verify=verify
+        )
         return client
 
     def _timeout_obj(self) -> Any:
@@ -267,23 +267,14 @@ class OpenAIChatModel:
         return self._timeout
 
     async def aclose(self) -> None:
-        """Close the HTTP client if this model created it (a supplied ``http_client`` is left open).
+        """Close this model's HTTP client for the running loop (a supplied ``http_client`` is left open).
 
-        Call it before the event loop that made the calls closes: a client whose loop is already
-        closed can no longer close its sockets cleanly. The model stays usable; the next call opens
-        a new client.
+        Clients other loops use are theirs to close: closing one from here would cut their
+        requests. A loop ended by ``asyncio.run`` or anyio closes its client itself. The model
+        stays usable; the next call opens a new client.
         """
-        if not self._owns_client:
-            return
-        client, loop = self._client, self._client_loop
-        self._client = None
-        self._client_loop = None
-        if client is None:
-            return
-        if loop is None or loop is asyncio.get_running_loop():
-            await client.aclose()
-        else:
-            _retire(client, loop)
+        if self._owns_client:
+            await self._clients.aclose()
 
     async def __aenter__(self) -> Self:
         return self
@@ -344,9 +335,10 @@ class OpenAIChatModel:
         ``result_key`` all become typed, key-free errors.
         """
         httpx = _httpx()
+        client = await self._http()
         error: TinyAgentsError | None = None
         try:
-            response = await self._http().post(
+            response = await client.post(
                 url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
             )
         except httpx.HTTPError as exc:
@@ -388,7 +380,7 @@ class OpenAIChatModel:
         """
         content = self._payload(request, stream=True)
         httpx = _httpx()
-        client = self._http()
+        client = await self._http()
         parser = ChunkParser(spec=self._spec, model=self._model, secrets=self._secrets.reveal())
         decoder = SSEDecoder()
         error: TinyAgentsError | None = None
@@ -409,6 +401,7 @@ class OpenAIChatModel:
                     if not parser.done:
                         for item in parser.feed(decoder.close()):
                             yield item
+                    error = parser.error  # raised after the deltas that arrived with it
         except httpx.HTTPError as exc:
             error = self._transport_error(exc, interrupted=receiving and not parser.saw_finish)
             if receiving and parser.saw_finish:

@@ -10,19 +10,21 @@ from __future__ import annotations
 
 import datetime as dt
 import email.utils
+import functools
 import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 from ._errors import ContextLimitError, ModelNotFound, ProviderError, TinyAgentsError
 from ._providers import ProviderSpec
 
-__all__ = ["error_from_payload", "error_from_status", "malformed", "parse_retry_after", "scrub"]
+__all__ = ["error_from_payload", "error_from_status", "malformed", "parse_retry_after", "scrub", "scrub_value"]
 
 _BEARER: Final = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
 _SK_KEY: Final = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
 _MAX_MESSAGE: Final = 600
+_MAX_DETAIL: Final = 4000
 _CONTEXT_PHRASES: Final = (
     "maximum context length",
     "context_length_exceeded",
@@ -50,14 +52,51 @@ _CLIENT_SIDE_TYPES: Final = (
 
 
 # ------------------------------------------------------------------------------------------ secrets
-def scrub(text: str, secrets: Iterable[str] = ()) -> str:
-    """``text`` with every secret, bearer token and ``sk-`` key replaced by ``***``, cut to a sane length."""
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
+@functools.lru_cache(maxsize=64)
+def _secret_re(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern for ``secrets``, longest first (a gateway may change a key's case)."""
+    values = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, values)), re.IGNORECASE) if values else None
+
+
+def _scrub_full(text: str, secrets: tuple[str, ...]) -> str:
+    pattern = _secret_re(secrets)
+    if pattern is not None:
+        text = pattern.sub("***", text)
     text = _BEARER.sub(r"\1***", text)
-    text = _SK_KEY.sub("sk-***", text)
-    return text if len(text) <= _MAX_MESSAGE else text[: _MAX_MESSAGE - 3] + "..."
+    return _SK_KEY.sub("sk-***", text)
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every secret (any case), bearer token and ``sk-`` key replaced by ``***``, cut to a sane length."""
+    text = _scrub_full(text, tuple(secrets))
+    return _cut(text, _MAX_MESSAGE)
+
+
+def scrub_value(value: object, secrets: Iterable[str] = ()) -> object:
+    """``value`` (decoded JSON) with every string in it scrubbed, keys included, at any depth.
+
+    Provider errors are scrubbed whole before anything is built from them: a host or gateway may
+    echo the key or the Authorization header in ``code``, ``type``, ``param`` or metadata as well as
+    in ``message``, and any of those may end up in an error's text, its attributes or an event.
+    """
+    return _scrub_tree(value, tuple(secrets), 0)
+
+
+def _scrub_tree(value: object, secrets: tuple[str, ...], depth: int) -> object:
+    if isinstance(value, str):
+        return _scrub_full(value, secrets)
+    if depth > 32:  # deeper than any real error body: keep nothing rather than walk on
+        return "***"
+    if isinstance(value, Mapping):
+        return {_scrub_full(str(k), secrets): _scrub_tree(v, secrets, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_tree(item, secrets, depth + 1) for item in value]
+    return value  # numbers, booleans, null
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def malformed(spec: ProviderSpec, model: str, detail: str, *, code: str = "malformed_response") -> ProviderError:
@@ -99,21 +138,64 @@ def parse_retry_after(headers: Mapping[str, str], *, now: dt.datetime | None = N
     return seconds if seconds >= 0 else None
 
 
-def _error_fields(payload: object) -> tuple[str, str | None, str | None]:
-    """``(message, code, type)`` from the many error-body shapes hosts use."""
+class _Fields(NamedTuple):
+    message: str
+    code: str | None
+    kind: str | None
+    status: int | None  # a numeric ``code`` in the HTTP range (OpenRouter, vLLM), read as a status
+    details: dict[str, str]
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _error_fields(payload: object) -> _Fields:
+    """The message, code, type and actionable details from the many error-body shapes hosts use.
+
+    ``details`` keeps what tells a user what to do: OpenAI's ``param``, Groq's ``failed_generation``
+    (the model output that failed to parse as a tool call) and OpenRouter's ``metadata`` (``raw``
+    is the upstream provider's own reason, e.g. "temporarily rate-limited upstream").
+    """
     err = payload.get("error", payload) if isinstance(payload, Mapping) else payload
     if isinstance(err, str):
-        return err, None, None
+        return _Fields(err, None, None, None, {})
     if not isinstance(err, Mapping):
-        return "", None, None
+        return _Fields("", None, None, None, {})
     message = err.get("message") or err.get("detail") or ""
-    code = err.get("code")
+    raw_code = err.get("code")
     kind = err.get("type")
-    return (
-        message if isinstance(message, str) else json.dumps(message, ensure_ascii=False),
-        str(code) if isinstance(code, str | int) and not isinstance(code, bool) and code != "" else None,
-        kind if isinstance(kind, str) and kind else None,
-    )
+    code = str(raw_code) if isinstance(raw_code, str | int) and not isinstance(raw_code, bool) else None
+    status = None
+    if code is not None and code.isdigit() and 400 <= int(code) <= 599:
+        status = int(code)
+    details: dict[str, str] = {}
+    for key in ("param", "failed_generation"):
+        value = err.get(key)
+        if value not in (None, "", [], {}):
+            details[key] = _cut(_text(value), _MAX_DETAIL)
+    metadata = err.get("metadata")
+    if isinstance(metadata, Mapping):
+        for key, value in metadata.items():
+            if value not in (None, "", [], {}):
+                details[f"metadata.{key}"] = _cut(_text(value), _MAX_DETAIL)
+    return _Fields(_text(message), code or None, kind if isinstance(kind, str) and kind else None, status, details)
+
+
+def _detail_suffix(details: Mapping[str, str]) -> str:
+    """The actionable details as a short tail for the error message (each cut; ``details`` keeps them whole)."""
+    parts = []
+    raw = details.get("metadata.raw")
+    if raw:
+        upstream = details.get("metadata.provider_name")
+        parts.append(f"upstream{f' {upstream}' if upstream else ''}: {_cut(raw, 300)}")
+    failed = details.get("failed_generation")
+    if failed:
+        parts.append(f"failed_generation: {_cut(failed, 300)}")
+    param = details.get("param")
+    if param:
+        parts.append(f"param: {_cut(param, 100)}")
+    return f" ({'; '.join(parts)})" if parts else ""
 
 
 def _context_error(message: str, *, spec: ProviderSpec, model: str, status: int | None) -> ContextLimitError:
@@ -137,6 +219,12 @@ def _is_context(message: str, code: str | None) -> bool:
     return code == "context_length_exceeded" or any(phrase in lowered for phrase in _CONTEXT_PHRASES)
 
 
+def _retryable_status(status: int, markers: str) -> bool:
+    if status == 429:
+        return not any(marker in markers for marker in _NOT_RETRYABLE_429)
+    return status in (408, 409) or status >= 500
+
+
 def error_from_status(
     status: int,
     headers: Mapping[str, str],
@@ -147,13 +235,16 @@ def error_from_status(
     secrets: Sequence[str] = (),
 ) -> TinyAgentsError:
     """The typed error for an HTTP error response (status, body and retry headers)."""
-    text = body.decode("utf-8", "replace")
+    text = _scrub_full(body.decode("utf-8", "replace"), tuple(secrets)).strip()
     try:
-        payload: object = json.loads(text)
+        payload: object = scrub_value(json.loads(text), secrets)
     except ValueError:
-        payload = text.strip()
-    message, code, kind = _error_fields(payload)
-    message = scrub(message or text.strip() or "no error message", secrets)
+        payload = text
+    else:  # the decoded, scrubbed JSON, not the raw text (whose escapes could hide a secret)
+        text = json.dumps(payload, ensure_ascii=False)
+    fields = _error_fields(payload)
+    code, kind = fields.code, fields.kind
+    message = scrub(fields.message or text or "no error message", secrets)
     lowered = message.lower()
     if status == 404 and (
         code == "model_not_found" or model.lower() in lowered or ("model" in lowered and "not" in lowered)
@@ -165,11 +256,7 @@ def error_from_status(
         )
     if status in (400, 413, 422) and _is_context(message, code):
         return _context_error(message, spec=spec, model=model, status=status)
-    markers = f"{code or ''} {kind or ''} {lowered}"
-    if status == 429:
-        retryable = not any(marker in markers for marker in _NOT_RETRYABLE_429)
-    else:
-        retryable = status in (408, 409) or status >= 500
+    retryable = _retryable_status(status, f"{code or ''} {kind or ''} {lowered}")
     should_retry = (headers.get("x-should-retry") or "").strip().lower()
     if should_retry in ("true", "false"):
         retryable = should_retry == "true"
@@ -178,9 +265,9 @@ def error_from_status(
         hint = f"the key was rejected; {spec.key_hint}"
     elif status == 429 and not retryable:
         hint = f"check the plan, quota and billing of your {spec.name} account, or reduce the request size"
-    label = f" {code}" if code else (f" {kind}" if kind else "")
+    label = _label(code, kind, status)
     return ProviderError(
-        f"{spec.name} model {model!r}: HTTP {status}{label}: {message}",
+        f"{spec.name} model {model!r}: HTTP {status}{label}: {message}{_detail_suffix(fields.details)}",
         status=status,
         retryable=retryable,
         retry_after_s=parse_retry_after(headers),
@@ -188,7 +275,14 @@ def error_from_status(
         model=model,
         code=code or kind,
         hint=hint,
+        details=fields.details,
     )
+
+
+def _label(code: str | None, kind: str | None, status: int | None) -> str:
+    if code and code != str(status):
+        return f" {code}"
+    return f" {kind}" if kind else ""
 
 
 def error_from_payload(
@@ -196,21 +290,28 @@ def error_from_payload(
 ) -> TinyAgentsError:
     """The typed error for an ``{"error": ...}`` event inside a 200 stream (or a 200 body).
 
-    Without a status, classification goes by code and type: client-side kinds (invalid request,
-    auth, quota, not found) are final; anything else is a server-side failure mid-generation and
-    retryable.
+    Without an HTTP status, a numeric ``code`` in the HTTP range is read as one (OpenRouter sends
+    ``{"code": 400, ...}`` for a request that cannot succeed, ``429``/``502`` for transient
+    trouble) and classified like the status. Otherwise classification goes by code and type:
+    client-side kinds (invalid request, auth, quota, not found) are final; anything else is a
+    server-side failure mid-generation and retryable.
     """
-    message, code, kind = _error_fields({"error": payload})
-    message = scrub(message or "error event without a message", secrets)
+    fields = _error_fields({"error": scrub_value(payload, secrets)})
+    code, kind = fields.code, fields.kind
+    message = scrub(fields.message or "error event without a message", secrets)
     if _is_context(message, code):
         return _context_error(message, spec=spec, model=model, status=None)
     markers = f"{code or ''} {kind or ''} {message.lower()}"
-    retryable = not any(marker in markers for marker in (*_CLIENT_SIDE_TYPES, *_NOT_RETRYABLE_429))
-    label = f" {code}" if code else (f" {kind}" if kind else "")
+    if fields.status is not None:
+        retryable = _retryable_status(fields.status, markers)
+    else:
+        retryable = not any(marker in markers for marker in (*_CLIENT_SIDE_TYPES, *_NOT_RETRYABLE_429))
     return ProviderError(
-        f"{spec.name} model {model!r}: error in stream{label}: {message}",
+        f"{spec.name} model {model!r}: error in stream{_label(code, kind, None)}: {message}"
+        f"{_detail_suffix(fields.details)}",
         retryable=retryable,
         provider=spec.name,
         model=model,
         code=code or kind or "stream_error",
+        details=fields.details,
     )

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from ._errors import TinyAgentsError
 from ._messages import (
     AssistantMessage,
     ImageRef,
@@ -140,7 +141,9 @@ def build_body(
 ) -> dict[str, Any]:
     """The request JSON; ``tools`` lets the caller pass a cached ``tools_payload``.
 
-    ``request.settings`` is merged last, so any field can be overridden or added.
+    The provider's ``omit_fields`` are removed from the defaults, then ``request.settings`` is
+    merged last, so any field can be overridden or added, and a setting of ``None`` removes the
+    field (a default such as ``stream_options`` included) instead of sending ``null``.
     """
     body: dict[str, Any] = {
         "model": model,
@@ -168,8 +171,13 @@ def build_body(
     if stream:
         body["stream"] = True
         body["stream_options"] = {"include_usage": True}
-    if request.settings:
-        body.update(request.settings)
+    for name in spec.omit_fields:
+        body.pop(name, None)
+    for name, value in request.settings.items():
+        if value is None:
+            body.pop(name, None)
+        else:
+            body[name] = value
     return body
 
 
@@ -195,6 +203,8 @@ def normalize_usage(raw: object, *, reasoning_outside_completion: bool = False) 
     Handles DeepSeek's ``prompt_cache_hit_tokens``, OpenRouter's ``cache_write_tokens`` and reasoning
     counted outside ``completion_tokens`` (xAI): ``total_tokens`` decides when present, the
     provider's flag otherwise, and reasoning larger than the completion is outside by definition.
+    A ``total_tokens`` above prompt plus completion with no reasoning count is hidden thinking
+    (Gemini's compatible endpoint): the difference is counted, and billed, as reasoning output.
     """
     if not isinstance(raw, Mapping):
         return Usage()
@@ -204,8 +214,11 @@ def normalize_usage(raw: object, *, reasoning_outside_completion: bool = False) 
     cached = _count(prompt_details.get("cached_tokens")) or _count(raw.get("prompt_cache_hit_tokens"))
     cache_write = _count(prompt_details.get("cache_write_tokens"))
     reasoning = _count(_details(raw, "completion_tokens_details").get("reasoning_tokens"))
-    if reasoning:
-        total = raw.get("total_tokens")
+    total = raw.get("total_tokens")
+    if not reasoning and type(total) is int and total > prompt + completion:
+        reasoning = total - prompt - completion
+        completion = total - prompt
+    elif reasoning:
         if isinstance(total, int) and total == prompt + completion + reasoning:
             outside = True
         elif isinstance(total, int) and total == prompt + completion:
@@ -227,12 +240,42 @@ def normalize_usage(raw: object, *, reasoning_outside_completion: bool = False) 
 
 # ------------------------------------------------------------------------------------------ responses
 def _text_of(content: object) -> str:
+    return _content_parts(content)[0]
+
+
+def _content_parts(content: object) -> tuple[str, str]:
+    """``(text, reasoning)`` of a ``content`` value: a string, or a list of typed parts.
+
+    Mistral's reasoning models (Magistral) answer with ``[{"type": "thinking", "thinking":
+    [{"type": "text", "text": ...}]}, {"type": "text", "text": ...}]``, in whole messages and in
+    stream deltas alike; ``reasoning`` parts are read the same way.
+    """
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # some hosts answer with content parts
-        return "".join(
-            str(part.get("text", "")) for part in content if isinstance(part, Mapping) and part.get("type") == "text"
-        )
+        return content, ""
+    if not isinstance(content, list):
+        return "", ""
+    text: list[str] = []
+    thought: list[str] = []
+    for part in content:
+        if isinstance(part, str):
+            text.append(part)
+        elif isinstance(part, Mapping):
+            kind = part.get("type")
+            if kind == "text":
+                text.append(_flat_text(part.get("text")))
+            elif kind in ("thinking", "reasoning"):
+                thought.append(_flat_text(part.get(kind, part.get("text"))))
+    return "".join(text), "".join(thought)
+
+
+def _flat_text(value: object) -> str:
+    """The text of a part's value: a string, a ``{"text": ...}`` part, or a list of either."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        return _flat_text(value.get("text"))
+    if isinstance(value, list):
+        return "".join(_flat_text(item) for item in value)
     return ""
 
 
@@ -275,11 +318,12 @@ def parse_completion(data: object, *, spec: ProviderSpec, model: str) -> ModelRe
                 arguments=_arguments_text(function.get("arguments")),
             )
         )
-    text = _text_of(message.get("content")) or _text_of(message.get("refusal"))
+    text, thought = _content_parts(message.get("content"))
+    text = text or _text_of(message.get("refusal"))
     served = data.get("model")
     finish = choice.get("finish_reason")
     return ModelResponse(
-        message=AssistantMessage(text=text, tool_calls=calls, reasoning=_reasoning_of(message)),
+        message=AssistantMessage(text=text, tool_calls=calls, reasoning=_reasoning_of(message) or thought or None),
         usage=normalize_usage(data.get("usage"), reasoning_outside_completion=spec.reasoning_outside_completion),
         finish_reason=finish if isinstance(finish, str) else None,
         model=served if isinstance(served, str) and served else model,
@@ -294,7 +338,18 @@ class ChunkParser:
     ``id`` starts a new call (Ollama-compatible servers send every parallel call as index 0).
     """
 
-    __slots__ = ("_next", "_slots", "done", "finish_reason", "model", "saw_finish", "secrets", "spec", "usage")
+    __slots__ = (
+        "_next",
+        "_slots",
+        "done",
+        "error",
+        "finish_reason",
+        "model",
+        "saw_finish",
+        "secrets",
+        "spec",
+        "usage",
+    )
 
     def __init__(self, *, spec: ProviderSpec, model: str, secrets: Sequence[str] = ()) -> None:
         self.spec = spec
@@ -303,12 +358,18 @@ class ChunkParser:
         self.finish_reason: str | None = None
         self.saw_finish = False
         self.done = False
+        self.error: TinyAgentsError | None = None
         self.usage: Usage | None = None
         self._slots: dict[int, tuple[str | None, int]] = {}
         self._next = 0
 
     def feed(self, events: Iterable[SSEEvent]) -> list[ModelStreamItem]:
-        """Items for these events; sets ``done`` at ``[DONE]`` (later events are ignored)."""
+        """Items for these events; sets ``done`` at ``[DONE]`` (later events are ignored).
+
+        An error event or a malformed chunk sets ``error`` and ``done`` instead of raising, so the
+        items of the events before it in the same network read are still returned (a stream keeps
+        what arrived); the caller raises ``error`` after yielding them.
+        """
         items: list[ModelStreamItem] = []
         for event in events:
             if self.done:
@@ -322,15 +383,23 @@ class ChunkParser:
             try:
                 chunk = json.loads(data)
             except ValueError:
-                raise malformed(
-                    self.spec, self.model, "malformed stream chunk (not JSON)", code="malformed_stream"
-                ) from None
+                chunk = None
             if not isinstance(chunk, dict):
-                raise malformed(
-                    self.spec, self.model, "malformed stream chunk (not an object)", code="malformed_stream"
+                shape = "not JSON" if chunk is None and data != "null" else "not an object"
+                self._fail(
+                    malformed(self.spec, self.model, f"malformed stream chunk ({shape})", code="malformed_stream")
                 )
+                break
+            error = chunk.get("error")
+            if error:
+                self._fail(error_from_payload(error, spec=self.spec, model=self.model, secrets=self.secrets))
+                break
             self._chunk(chunk, items)
         return items
+
+    def _fail(self, error: TinyAgentsError) -> None:
+        self.error = error
+        self.done = True
 
     def finish(self) -> list[ModelStreamItem]:
         """The closing items: the usage (when the stream reported it), then ``StreamFinish``."""
@@ -339,13 +408,13 @@ class ChunkParser:
         return tail
 
     def _chunk(self, chunk: dict[str, Any], items: list[ModelStreamItem]) -> None:
-        error = chunk.get("error")
-        if error:
-            raise error_from_payload(error, spec=self.spec, model=self.model, secrets=self.secrets)
         served = chunk.get("model")
         if isinstance(served, str) and served:
             self.model = served
         usage = chunk.get("usage")
+        if not isinstance(usage, dict):  # older Groq responses carry usage only under x_groq
+            groq = chunk.get("x_groq")
+            usage = groq.get("usage") if isinstance(groq, dict) else None
         if isinstance(usage, dict):
             self.usage = normalize_usage(usage, reasoning_outside_completion=self.spec.reasoning_outside_completion)
         for choice in chunk.get("choices") or ():
@@ -366,6 +435,10 @@ class ChunkParser:
             items.append(ThinkingDelta(text=reasoning))
         for key in ("content", "refusal"):
             text = delta.get(key)
+            if isinstance(text, list):  # content parts (Magistral's thinking, then text)
+                text, thought = _content_parts(text)
+                if thought:
+                    items.append(ThinkingDelta(text=thought))
             if isinstance(text, str) and text:
                 items.append(TextDelta(text=text))
         for raw in delta.get("tool_calls") or ():

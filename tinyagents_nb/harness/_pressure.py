@@ -17,12 +17,14 @@ pressure drops them first.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
-from ._errors import ConfigurationError, ContextLimitError
+from ._errors import ConfigurationError, ContextLimitError, describe_error
 from ._events import ContextPressure
 from ._messages import (
     RETRIEVED_TAG,
@@ -207,7 +209,8 @@ class CompactToolOutputs:
 
     Idempotent (compacted results are tagged ``COMPACTED_TAG``). With ``keep_raw`` the original result
     is saved to ``store`` (default: ``ctx.stores.default``) under ``TOOL_OUTPUT_NAMESPACE`` so it stays
-    retrievable (``load_tool_output``); the placeholder names the key.
+    retrievable (``load_tool_output``); the placeholder names the key,
+    ``{thread or root run}/{tool_call_id}/{content hash}``.
 
     Args:
         keep_recent: The newest results never compacted. The default 0 still compacts the newest
@@ -217,7 +220,7 @@ class CompactToolOutputs:
         keep_raw: Save raw results at all.
     """
 
-    __slots__ = ("_saved", "keep_raw", "keep_recent", "placeholder", "store")
+    __slots__ = ("_digests", "_saved", "keep_raw", "keep_recent", "placeholder", "store")
     name: ClassVar[str] = "compact_tool_outputs"
 
     def __init__(
@@ -237,6 +240,19 @@ class CompactToolOutputs:
         self.store = store
         self.keep_raw = keep_raw
         self._saved: OrderedDict[tuple[int, str], tuple[Store, Message]] = OrderedDict()  # skip re-writing a result
+        self._digests: OrderedDict[int, tuple[ToolMessage, str]] = OrderedDict()  # skip re-hashing a result
+
+    def _digest(self, message: ToolMessage) -> str:
+        """A short content hash of ``message``; memoized by identity, since the loop resends the same objects."""
+        memo = self._digests.get(id(message))
+        if memo is not None and memo[0] is message:
+            return memo[1]
+        blob = json.dumps(dump_messages([message])[0], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        digest = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        self._digests[id(message)] = (message, digest)
+        if len(self._digests) > 4096:
+            self._digests.popitem(last=False)
+        return digest
 
     def _save(self, store: Store, key: str, message: ToolMessage) -> None:
         memo_key = (id(store), key)
@@ -263,9 +279,12 @@ class CompactToolOutputs:
             m = messages[i]
             if not isinstance(m, ToolMessage) or COMPACTED_TAG in m.tags:
                 continue
-            key = f"{scope}/{m.tool_call_id}"
+            # provider call ids are not unique (adapters fall back to `call_0` when a provider sends none,
+            # and a thread spans runs), so the key also carries the content: two different results never
+            # share a key, and the same result always gets the same one (a stable placeholder)
+            key = f"{scope}/{m.tool_call_id}/{self._digest(m)}" if store is not None else "(not kept)"
             text = self.placeholder.format(
-                chars=len(m.text), key=key if store is not None else "(not kept)", name=m.name,
+                chars=len(m.text), key=key, name=m.name,
                 tool_call_id=m.tool_call_id,
             )  # fmt: skip
             small = dataclasses.replace(m, text=text, blocks=(), tags=(*m.tags, COMPACTED_TAG))
@@ -371,7 +390,7 @@ class ContextPressureChain:
             except Exception as exc:  # e.g. a summarizer model outage: later policies may still save the run
                 error = exc
                 ctx.emit(ContextPressure, action=policy.name, tokens_before=tokens, tokens_after=tokens,
-                         limit_tokens=limit, detail=f"failed: {type(exc).__name__}: {exc}")  # fmt: skip
+                         limit_tokens=limit, detail=f"failed: {describe_error(exc)}")  # fmt: skip
                 continue
             if _same(result.messages, current):
                 continue

@@ -5,6 +5,10 @@ environment variable holding its key, wire quirks); it holds no secret, so it ca
 and compared freely. ``resolve_model`` turns what a user types (``"openai:gpt-4o-mini"``,
 ``"groq:llama-3.3-70b-versatile"``, a registered name, or a ready ``ChatModel``) into a model.
 Keys are read from the environment when a model is built, never stored on the spec.
+
+Providers with a native adapter (Anthropic's Messages API) register a builder here from their own
+package (``register_native_builder``), so this module never imports them: the dependency points
+one way, from the adapters to the specs.
 """
 
 from __future__ import annotations
@@ -12,14 +16,15 @@ from __future__ import annotations
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+import urllib.parse
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from ._errors import ConfigurationError, ModelNotFound
 from ._model import ChatModel
-from ._profile import ModelProfile, StructuredOutputSupport
+from ._profile import ModelProfile, profile_for
 
 if TYPE_CHECKING:
     from ._openai import OpenAIChatModel
@@ -27,25 +32,24 @@ if TYPE_CHECKING:
 __all__ = [
     "ModelFactory",
     "ModelRegistry",
+    "NativeBuilder",
     "ProviderSpec",
     "known_providers",
     "profile_for",
+    "register_native_builder",
     "resolve_model",
 ]
 
 ModelFactory: TypeAlias = Callable[[], ChatModel]
 """A zero-argument callable that builds a model on first use (so registering costs nothing)."""
 
+NativeBuilder: TypeAlias = Callable[..., ChatModel]
+"""Builds a provider's native model: ``builder(model_id, **kwargs)``."""
+
+_NATIVE: dict[str, NativeBuilder] = {}
+
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _OPENAI_NAME_RE: Final = re.compile(r"(?:ft:)?(?:gpt-|chatgpt-|o[1-9](?:-|$))", re.IGNORECASE)
-_NATIVE_SCHEMA_RE: Final = re.compile(
-    r"(?:ft:)?(?:gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1(?!-mini|-preview)|o[3-9])", re.IGNORECASE
-)
-_NO_TOOLS_RE: Final = re.compile(r"o1-(?:mini|preview)", re.IGNORECASE)
-_REASONING_RE: Final = re.compile(
-    r"(?:^|[/:])(?:o[1-9](?:-|$)|gpt-5(?!-chat))|reasoner|deepseek-r1|\br1\b|grok-3-mini|grok-4|thinking|qwq|magistral",
-    re.IGNORECASE,
-)
 
 
 def _frozen_headers(headers: Mapping[str, str] | None = None) -> Mapping[str, str]:
@@ -75,6 +79,14 @@ class ProviderSpec:
         send_prompt_cache_key: Send a digest of the request's ``thread_id`` as ``prompt_cache_key``
             (OpenAI routes requests sharing a key to the same prompt cache).
         send_message_names: Whether ``messages[].name`` may be sent (Groq rejects it with a 400).
+        alt_key_envs: Further environment variables to read the key from, in order, when
+            ``api_key_env`` is unset (Gemini: ``GOOGLE_API_KEY``).
+        api_key_header: Send the key in this header as is (Azure's ``api-key``) instead of
+            ``Authorization: Bearer <key>``.
+        query: Query parameters for every request (Azure's ``api-version``).
+        omit_fields: Body fields the adapter would send by default but the host rejects (Mistral
+            answers ``stream_options`` with a 422); removed from every request body. A request's
+            ``settings`` may still set them explicitly.
     """
 
     name: str
@@ -86,6 +98,10 @@ class ProviderSpec:
     reasoning_outside_completion: bool = False
     send_prompt_cache_key: bool = False
     send_message_names: bool = True
+    alt_key_envs: tuple[str, ...] = ()
+    api_key_header: str | None = None
+    query: Mapping[str, str] = field(default_factory=_frozen_headers, hash=False)
+    omit_fields: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         name: object = self.name
@@ -105,14 +121,33 @@ class ProviderSpec:
                 f"max_tokens_field must be 'max_tokens' or 'max_completion_tokens', got {self.max_tokens_field!r}"
             )
         object.__setattr__(self, "default_headers", _frozen_headers(self.default_headers))
+        object.__setattr__(self, "query", _frozen_headers(self.query))
+        object.__setattr__(self, "alt_key_envs", tuple(self.alt_key_envs))
+        omitted: object = self.omit_fields
+        names = frozenset(omitted) if isinstance(omitted, Iterable) and not isinstance(omitted, str) else None
+        if names is None or not all(_nonblank(name) for name in names):
+            raise ConfigurationError(f"omit_fields must be a set of field names, got {self.omit_fields!r}")
+        object.__setattr__(self, "omit_fields", names)
 
     # ----------------------------------------------------------------------------------- keys
     def api_key_from_env(self) -> str | None:
         """The key from ``api_key_env``, read now (not at import), or ``None`` when unset or blank."""
-        if self.api_key_env is None:
-            return None
-        value = os.environ.get(self.api_key_env, "").strip()
-        return value or None
+        for name in (self.api_key_env, *self.alt_key_envs) if self.api_key_env is not None else ():
+            value = os.environ.get(name, "").strip()
+            if value:
+                return value
+        return None
+
+    def auth_headers(self, key: str) -> dict[str, str]:
+        """The header(s) that carry ``key`` to this host."""
+        if self.api_key_header is not None:
+            return {self.api_key_header: key}
+        return {"Authorization": f"Bearer {key}"}
+
+    def endpoint(self, path: str) -> str:
+        """The URL of ``path`` under ``base_url``, with this host's ``query`` parameters."""
+        url = self.base_url.rstrip("/") + "/" + path.lstrip("/")
+        return f"{url}?{urllib.parse.urlencode(dict(self.query))}" if self.query else url
 
     @property
     def has_key(self) -> bool:
@@ -140,8 +175,56 @@ class ProviderSpec:
 
     @classmethod
     def anthropic(cls) -> ProviderSpec:
-        """Anthropic's OpenAI-SDK-compatible endpoint (Anthropic calls it a layer for testing and comparison)."""
-        return cls(name="anthropic", base_url="https://api.anthropic.com/v1/", api_key_env="ANTHROPIC_API_KEY")
+        """Anthropic's API root: ``AnthropicModel`` calls ``{base_url}/messages`` on it."""
+        return cls(name="anthropic", base_url="https://api.anthropic.com/v1", api_key_env="ANTHROPIC_API_KEY")
+
+    @classmethod
+    def anthropic_compat(cls) -> ProviderSpec:
+        """Anthropic's OpenAI-SDK-compatible endpoint (ignores ``strict`` and ``response_format``; no thinking or caching)."""
+        return cls(name="anthropic-compat", base_url="https://api.anthropic.com/v1/", api_key_env="ANTHROPIC_API_KEY")
+
+    @classmethod
+    def gemini(cls) -> ProviderSpec:
+        """Google Gemini's OpenAI-compatible endpoint (key in ``GEMINI_API_KEY`` or ``GOOGLE_API_KEY``).
+
+        Its usage counts hidden thinking in ``total_tokens`` only; the adapter counts the difference
+        as reasoning output.
+        """
+        return cls(
+            name="gemini",
+            base_url="https://generativelanguage.googleapis.com/v1beta/openai",
+            api_key_env="GEMINI_API_KEY",
+            alt_key_envs=("GOOGLE_API_KEY",),
+        )
+
+    @classmethod
+    def azure(
+        cls, *, deployment: str, endpoint: str | None = None, api_version: str | None = "2024-10-21"
+    ) -> ProviderSpec:
+        """An Azure OpenAI deployment: ``{endpoint}/openai/deployments/{deployment}?api-version=...``.
+
+        ``endpoint`` defaults to ``AZURE_OPENAI_ENDPOINT``; the key (``AZURE_OPENAI_API_KEY``) goes
+        in the ``api-key`` header. ``api_version=None`` selects Azure's version-less ``/openai/v1``
+        API, where the deployment is the model name.
+
+        Raises:
+            ConfigurationError: No endpoint (argument or env var), or a blank deployment.
+        """
+        root = _nonblank(endpoint) or _nonblank(os.environ.get("AZURE_OPENAI_ENDPOINT"))
+        name = _nonblank(deployment)
+        if root is None or name is None:
+            raise ConfigurationError(
+                "Azure OpenAI needs an endpoint and a deployment",
+                hint="pass endpoint='https://<resource>.openai.azure.com' or set AZURE_OPENAI_ENDPOINT",
+            )
+        path = "openai/v1" if api_version is None else f"openai/deployments/{urllib.parse.quote(name, safe='')}"
+        return cls(
+            name="azure",
+            base_url=f"{root.rstrip('/')}/{path}",
+            api_key_env="AZURE_OPENAI_API_KEY",
+            api_key_header="api-key",
+            query={} if api_version is None else {"api-version": api_version},
+        )
 
     @classmethod
     def deepseek(cls) -> ProviderSpec:
@@ -180,8 +263,13 @@ class ProviderSpec:
 
     @classmethod
     def mistral(cls) -> ProviderSpec:
-        """Mistral's OpenAI-compatible chat endpoint."""
-        return cls(name="mistral", base_url="https://api.mistral.ai/v1", api_key_env="MISTRAL_API_KEY")
+        """Mistral's chat endpoint (rejects ``stream_options``; its streams report usage anyway)."""
+        return cls(
+            name="mistral",
+            base_url="https://api.mistral.ai/v1",
+            api_key_env="MISTRAL_API_KEY",
+            omit_fields=frozenset({"stream_options"}),
+        )
 
     @classmethod
     def ollama(cls) -> ProviderSpec:
@@ -231,6 +319,8 @@ _NAMED: Final[Mapping[str, Callable[[], ProviderSpec]]] = MappingProxyType(
     {
         "openai": ProviderSpec.openai,
         "anthropic": ProviderSpec.anthropic,
+        "anthropic-compat": ProviderSpec.anthropic_compat,
+        "gemini": ProviderSpec.gemini,
         "deepseek": ProviderSpec.deepseek,
         "groq": ProviderSpec.groq,
         "xai": ProviderSpec.xai,
@@ -249,36 +339,6 @@ def known_providers() -> list[tuple[ProviderSpec, bool]]:
     """
     specs = [factory() for factory in _NAMED.values()]
     return [(spec, spec.has_key) for spec in specs]
-
-
-# ------------------------------------------------------------------------------------------ profiles
-def profile_for(provider: str | ProviderSpec, model: str) -> ModelProfile:
-    """A best-effort ``ModelProfile`` for ``model`` served by ``provider``.
-
-    The context window comes from ``context_window_for`` (``None`` when no source knows it);
-    capabilities come from the model name. Register an explicit profile for anything this guesses
-    wrong.
-    """
-    from ._window import context_window_for  # lazy: the size data loads genai-prices
-
-    provider_name = provider.name if isinstance(provider, ProviderSpec) else str(provider)
-    if _nonblank(model) is None:
-        raise ConfigurationError(f"model must be a non-empty string, got {model!r}")
-    try:
-        window: int | None = context_window_for(f"{provider_name}:{model}")
-    except ModelNotFound:
-        window = None
-    structured: StructuredOutputSupport = "tool"
-    if provider_name == "openai" and _NATIVE_SCHEMA_RE.match(model):
-        structured = "native"
-    return ModelProfile(
-        name=model,
-        provider=provider_name,
-        context_window=window,
-        supports_tools=not _NO_TOOLS_RE.match(model),
-        structured_output=structured,
-        supports_reasoning=bool(_REASONING_RE.search(model)),
-    )
 
 
 # ------------------------------------------------------------------------------------------ registry
@@ -407,7 +467,7 @@ class ModelRegistry:
 
     def _names_hint(self) -> str:
         registered = ", ".join(self.names()) or "none"
-        return f"registered models: {registered}; or use 'provider:model' with one of: {', '.join(_NAMED)}"
+        return f"registered models: {registered}; or use 'provider:model' with one of: {', '.join(_NAMED)}, azure"
 
 
 # ------------------------------------------------------------------------------------------ resolution
@@ -417,6 +477,8 @@ def _parse_model_string(spec: str) -> tuple[ProviderSpec, str] | None:
     head, sep, rest = text.partition(":")
     if sep and rest and head.lower() in _NAMED:
         return ProviderSpec.named(head), rest
+    if sep and rest and head.lower() == "azure":  # needs an endpoint, so it is not a plain named preset
+        return ProviderSpec.azure(deployment=rest), rest
     if _OPENAI_NAME_RE.match(text):
         return ProviderSpec.openai(), text
     return None
@@ -454,11 +516,24 @@ def resolve_model(spec: str | ChatModel, *, registry: ModelRegistry | None = Non
         hint = (
             registry._names_hint()
             if registry is not None
-            else f"use 'provider:model' with one of: {', '.join(_NAMED)}, or register the model by name"
+            else f"use 'provider:model' with one of: {', '.join(_NAMED)}, azure, or register the model by name"
         )
         raise ModelNotFound(spec, hint=hint, detail=detail)
     provider, model = parsed
+    native = _NATIVE.get(provider.name)
+    if native is not None:
+        if "provider" in kwargs:
+            raise ConfigurationError("the provider comes from the model spec; do not also pass provider=")
+        return native(model, **kwargs)
     return _build_openai(model, provider, kwargs)
+
+
+def register_native_builder(provider: str, builder: NativeBuilder) -> None:
+    """Make ``resolve_model("<provider>:...")`` build ``builder(model_id, **kwargs)`` instead of an ``OpenAIChatModel``.
+
+    Native adapter packages call this when imported (``tinyagents_nb.harness`` imports them all).
+    """
+    _NATIVE[provider] = builder
 
 
 def _build_openai(model: str, provider: ProviderSpec, kwargs: dict[str, Any]) -> OpenAIChatModel:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Final, TypeVar
 
 import anyio
 
-from ._errors import Cancelled, ConfigurationError, ModelNotFound, ProviderError, TinyAgentsError
+from ._errors import Cancelled, ConfigurationError, ModelNotFound, ProviderError, RunTimeout, TinyAgentsError
 from ._model import ChatModel
 
 if TYPE_CHECKING:
@@ -187,6 +187,8 @@ async def call_with_retry(
     on_retry: Callable[[int, float, BaseException], object] | None = None,
     max_retries: int | None = None,
     sleep: Callable[[float], Awaitable[None]] | None = None,
+    remaining_s: Callable[[], float | None] | None = None,
+    on_deadline: Callable[[], BaseException] | None = None,
 ) -> T:
     """Await ``fn()`` until it succeeds, the error is not retryable, or attempts run out.
 
@@ -204,6 +206,11 @@ async def call_with_retry(
         max_retries: ``RunLimits.max_retries_per_call``; attempts are
             ``min(policy.max_attempts, max_retries + 1)``.
         sleep: Replaces ``anyio.sleep`` (tests pass a fake that records delays).
+        remaining_s: Seconds left before the caller's deadline (``None``: no deadline). A wait
+            that would end past it is not started: the call fails at once with
+            ``on_deadline()`` (chained to the last error), since sleeping into a deadline only
+            delays the same failure.
+        on_deadline: Builds that error; defaults to a ``RunTimeout``.
     """
     attempts = policy.max_attempts
     if max_retries is not None:
@@ -221,9 +228,16 @@ async def call_with_retry(
             if attempt >= attempts or not policy.should_retry(exc):
                 raise
             delay = policy.backoff_for_attempt(attempt, exc)
+            left = remaining_s() if remaining_s is not None else None
+            if left is not None and delay >= left:
+                raise (on_deadline() if on_deadline is not None else _deadline_error(delay, left)) from exc
             if on_retry is not None:
                 on_retry(attempt, delay, exc)
         await _sleep(delay, cancellation, wait)
+
+
+def _deadline_error(delay: float, left: float) -> RunTimeout:
+    return RunTimeout(f"a {delay:g} s retry wait does not fit in the {left:.3f} s left before the deadline")
 
 
 FallbackModel = str | ChatModel
@@ -395,23 +409,37 @@ class RateLimiter:
             return False
         return self._take(tokens)
 
-    async def acquire(self, tokens: int = 1, *, cancellation: CancellationToken | None = None) -> float:
+    async def acquire(
+        self, tokens: int = 1, *, cancellation: CancellationToken | None = None, timeout_s: float | None = None
+    ) -> float:
         """Wait until ``tokens`` are available and take them; returns the seconds waited.
 
         With a ``cancellation`` token the whole wait (queueing included) ends with ``Cancelled``
         as soon as the token is cancelled, from any thread; no tokens are taken then.
+
+        Raises:
+            TimeoutError: The tokens cannot be had within ``timeout_s`` (a run's remaining budget).
+                When nobody is queued the wait is known up front, so a wait that cannot fit fails
+                at once instead of sleeping to the deadline; no tokens are taken.
         """
         self._check_tokens(tokens)
         if cancellation is not None:
             cancellation.raise_if_cancelled()
         if not self._lock.locked() and self._take(tokens):
             return 0.0  # fast path: no queue, no await
+        if timeout_s is not None and not self._lock.locked():
+            needed = (tokens - self._available) / self._rate
+            if needed >= timeout_s:
+                raise TimeoutError(f"the rate limiter needs {needed:.3f} s, only {timeout_s:.3f} s are left")
         started = self._clock()
         if cancellation is None:
-            await self._queue_and_take(tokens)
-        else:
-            with cancellation.scope():
+            with anyio.move_on_after(math.inf if timeout_s is None else timeout_s) as scope:
                 await self._queue_and_take(tokens)
+        else:
+            with cancellation.scope(timeout_s=timeout_s) as scope:
+                await self._queue_and_take(tokens)
+        if scope.cancelled_caught:
+            raise TimeoutError(f"the rate limiter gave no token within {timeout_s or 0.0:.3f} s")
         return max(self._clock() - started, 0.0)
 
     async def _queue_and_take(self, tokens: int) -> None:

@@ -110,6 +110,7 @@ class EventSink:
         kinds: Collection[str] | None = None,
         until: Callable[[AgentEvent], bool] | None = None,
         maxsize: int | None = None,
+        where: Callable[[AgentEvent], bool] | None = None,
     ) -> EventSubscription:
         """An async iterator over events emitted from now on (after the retained history if ``replay``).
 
@@ -120,8 +121,10 @@ class EventSink:
             kinds: Only these kinds (e.g. ``{"model.delta"}``); ``None`` for all.
             until: Stop after yielding the first event for which this returns ``True``.
             maxsize: Bound the buffer; when full the oldest buffered event is dropped (``dropped`` counts them).
+            where: Only events for which this returns ``True``; called once per event, in offset order,
+                on the emitting thread (so it may keep state, e.g. the run ids of one run tree).
         """
-        sub = EventSubscription(self, kinds=kinds, until=until, maxsize=maxsize)
+        sub = EventSubscription(self, kinds=kinds, until=until, maxsize=maxsize, where=where)
         with self._lock:
             if self._closed:
                 sub._closed = True
@@ -159,9 +162,11 @@ class EventSubscription(AsyncIterator[AgentEvent]):
         kinds: Collection[str] | None,
         until: Callable[[AgentEvent], bool] | None,
         maxsize: int | None,
+        where: Callable[[AgentEvent], bool] | None = None,
     ) -> None:
         self._sink = sink
         self._kinds = frozenset(kinds) if kinds is not None else None
+        self._where = where
         self._until = until
         self._buffer: deque[AgentEvent] = deque()
         self._maxsize = maxsize
@@ -179,6 +184,8 @@ class EventSubscription(AsyncIterator[AgentEvent]):
             return
         self._last_offset = offset
         if self._kinds is not None and event.kind not in self._kinds:
+            return
+        if self._where is not None and not self._where(event):
             return
         if self._maxsize is not None and len(self._buffer) >= self._maxsize:
             self._buffer.popleft()

@@ -3,8 +3,14 @@
 A human (a notebook button, another cell), a parent agent or a test holds a ``SteeringHandle`` and
 ``send``s commands from any thread; the loop drains them at its safe checkpoint, before each model
 call. Commands are serializable values so steering can be logged and replayed. A run allows nothing
-by default: its handle's ``SteeringPolicy`` must name the command kinds it accepts, and a batch with
-a disallowed command applies nothing and fails the run with ``SteeringError``.
+by default: its handle's ``SteeringPolicy`` must name the command kinds it accepts.
+
+A bad command never ends the run: a kind the policy does not permit, or an injected message that
+would break the transcript (a tool result answering no call, a tool call left unanswered; a provider
+answers either with a 400), is rejected on its own. The sender learns it from the
+``SteeringReceipt`` that ``send`` returns (``status="rejected"``, ``error`` a ``SteeringError``),
+observers from a ``steering.applied`` event with ``accepted=False``, and the run goes on with the
+commands that were valid.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from pydantic import Field, TypeAdapter
 from ._errors import Cancelled, ConfigurationError, SteeringError
 from ._events import SteeringApplied
 from ._json import freeze_json_object
-from ._messages import Message, SystemMessage
+from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 
 if TYPE_CHECKING:
     from ._context import RunContext
@@ -38,6 +44,7 @@ __all__ = [
     "SteeringHandle",
     "SteeringKind",
     "SteeringPolicy",
+    "SteeringReceipt",
     "steering_from_dict",
     "steering_to_dict",
 ]
@@ -75,6 +82,10 @@ class InjectMessage:
 
     message: Message
     command: Literal["inject_message"] = "inject_message"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.message, SystemMessage | UserMessage | AssistantMessage | ToolMessage):
+            raise ConfigurationError(f"InjectMessage.message must be a Message, got {type(self.message).__name__}")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -139,12 +150,59 @@ class SteeringPolicy:
         return kind in self.allowed
 
 
+ReceiptStatus = Literal["queued", "applied", "rejected"]
+
+
+class SteeringReceipt:
+    """What became of one sent command; resolved by the run at its next checkpoint (thread-safe).
+
+    Attributes:
+        command: The command sent.
+        status: ``queued`` until the run's checkpoint, then ``applied`` or ``rejected``. A run that
+            ends before its next checkpoint leaves it ``queued``.
+        error: Why it was rejected (a ``SteeringError``), else ``None``.
+    """
+
+    __slots__ = ("_done", "command", "error", "status")
+
+    def __init__(self, command: SteeringCommand) -> None:
+        self.command = command
+        self.status: ReceiptStatus = "queued"
+        self.error: SteeringError | None = None
+        self._done = threading.Event()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    @property
+    def accepted(self) -> bool | None:
+        """``True`` once applied, ``False`` once rejected, ``None`` while queued."""
+        return None if self.status == "queued" else self.status == "applied"
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block (from a thread, not the run's event loop) until resolved; ``False`` on timeout."""
+        return self._done.wait(timeout)
+
+    def _resolve(self, error: SteeringError | None = None) -> None:
+        self.error = error
+        self.status = "applied" if error is None else "rejected"
+        self._done.set()
+
+    def __repr__(self) -> str:
+        why = f", error={self.error.message!r}" if self.error is not None else ""
+        return f"SteeringReceipt({self.command.command}, status={self.status!r}{why})"
+
+
+_Pending: TypeAlias = tuple[SteeringCommand, SteeringReceipt]
+
+
 class _State:
     __slots__ = ("lock", "pause_reason", "paused", "queue", "waiters")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.queue: deque[SteeringCommand] = deque()
+        self.queue: deque[_Pending] = deque()
         self.paused = False
         self.pause_reason: str | None = None
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -167,26 +225,39 @@ class SteeringHandle:
         """Another handle on the same queue (e.g. one for a widget, one for a parent agent)."""
         return SteeringHandle(self.policy, _state=self._state)
 
-    def send(self, command: SteeringCommand) -> None:
-        """Queue a command; safe from any thread. It takes effect at the run's next checkpoint."""
+    def send(self, command: SteeringCommand) -> SteeringReceipt:
+        """Queue a command; safe from any thread. It takes effect at the run's next checkpoint.
+
+        Returns:
+            A receipt the run resolves at that checkpoint: applied, or rejected with the reason
+            (the run's policy does not permit the kind, or an injected message would break the
+            transcript). A rejection never ends the run.
+
+        Raises:
+            ConfigurationError: ``command`` is not a steering command at all.
+        """
         if not isinstance(command, Pause | Resume | Cancel | InjectMessage | Redirect | SetMetadata):
             raise ConfigurationError(f"not a steering command: {command!r}")
+        receipt = SteeringReceipt(command)
         state = self._state
         with state.lock:
-            state.queue.append(command)
+            state.queue.append((command, receipt))
             waiters, state.waiters = state.waiters, []
         for loop, fut in waiters:
             try:
                 loop.call_soon_threadsafe(_wake, fut)
             except RuntimeError:  # loop closed
                 continue
+        return receipt
 
-    def send_all(self, commands: Iterable[SteeringCommand]) -> None:
-        for command in commands:
-            self.send(command)
+    def send_all(self, commands: Iterable[SteeringCommand]) -> list[SteeringReceipt]:
+        return [self.send(command) for command in commands]
 
     def drain(self) -> list[SteeringCommand]:
-        """Take every pending command, oldest first."""
+        """Take every pending command, oldest first (their receipts stay ``queued``)."""
+        return [command for command, _ in self._take()]
+
+    def _take(self) -> list[_Pending]:
         state = self._state
         with state.lock:
             batch = list(state.queue)
@@ -241,23 +312,22 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def apply_batch(
-    ctx: RunContext[Any], handle: SteeringHandle, batch: list[SteeringCommand], messages: list[Message]
-) -> None:
-    """Apply a drained batch at a checkpoint: all or nothing, one ``steering.applied`` event per command.
+def apply_batch(ctx: RunContext[Any], handle: SteeringHandle, batch: list[_Pending], messages: list[Message]) -> None:
+    """Apply a taken batch at a checkpoint, in order; one ``steering.applied`` event per command.
+
+    A command the policy does not permit, or an injection that would break the transcript, is
+    rejected on its own (its receipt says why) and the others still apply.
 
     Raises:
-        SteeringError: A command's kind is not permitted (nothing in the batch is applied).
-        Cancelled: The batch contains ``Cancel`` (later commands are ignored).
+        Cancelled: The batch contains a permitted ``Cancel`` (later commands are rejected).
     """
-    refused = next((c for c in batch if not handle.policy.permits(c.command)), None)
-    if refused is not None:
-        ctx.emit(SteeringApplied, command=refused.command, accepted=False, detail="not permitted")
-        raise SteeringError(
-            f"steering command `{refused.command}` is not permitted by the run's steering policy",
-            hint="create the SteeringHandle with SteeringPolicy().allow(...) or SteeringPolicy.allow_all()",
-        )
-    for command in batch:
+    refusals = _refusals(handle.policy, batch)
+    for index, (command, receipt) in enumerate(batch):
+        refusal = refusals.get(index)
+        if refusal is not None:
+            receipt._resolve(refusal)
+            ctx.emit(SteeringApplied, command=command.command, accepted=False, detail=refusal.message[:200])
+            continue
         detail = ""
         if isinstance(command, Pause):
             handle._latch_pause(command.reason)
@@ -265,7 +335,10 @@ def apply_batch(
         elif isinstance(command, Resume):
             handle._release()
         elif isinstance(command, Cancel):
+            receipt._resolve()
             ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=command.reason or "")
+            for _, later in batch[index + 1 :]:
+                later._resolve(SteeringError("the run was cancelled by an earlier command of the same batch"))
             ctx.cancellation.cancel(command.reason or "cancelled by steering")
             raise Cancelled(ctx.cancellation.reason)
         elif isinstance(command, InjectMessage):
@@ -277,4 +350,53 @@ def apply_batch(
         else:
             ctx.config = replace(ctx.config, metadata={**ctx.config.metadata, **command.metadata})
             detail = ", ".join(sorted(command.metadata))
+        receipt._resolve()
         ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=detail)
+
+
+def _refusals(policy: SteeringPolicy, batch: list[_Pending]) -> dict[int, SteeringError]:
+    """The commands of ``batch`` to reject, by position, each with its reason.
+
+    Injected tool traffic must arrive as a unit: an assistant message with tool calls followed, in
+    the same batch and directly, by one tool result per call. Anything else would send the provider
+    an orphan result or an unanswered call.
+    """
+    refusals: dict[int, SteeringError] = {}
+    for index, (command, _) in enumerate(batch):
+        if not policy.permits(command.command):
+            refusals[index] = SteeringError(
+                f"steering command `{command.command}` is not permitted by the run's steering policy",
+                hint="create the SteeringHandle with SteeringPolicy().allow(...) or SteeringPolicy.allow_all()",
+            )
+    index = 0
+    while index < len(batch):
+        message = _injected(batch[index][0])
+        if isinstance(message, ToolMessage) and index not in refusals:
+            refusals[index] = SteeringError(
+                f"injected tool result for call {message.tool_call_id!r} answers no tool call",
+                hint="inject it right after the AssistantMessage that makes the call, in the same batch",
+            )
+        if not (isinstance(message, AssistantMessage) and message.tool_calls) or index in refusals:
+            index += 1
+            continue
+        end = index + 1
+        while end < len(batch) and isinstance(_injected(batch[end][0]), ToolMessage) and end not in refusals:
+            end += 1
+        answers = [
+            m.tool_call_id for m in (_injected(c) for c, _ in batch[index + 1 : end]) if isinstance(m, ToolMessage)
+        ]
+        calls = [c.id for c in message.tool_calls]
+        if sorted(answers) != sorted(calls):
+            problem = SteeringError(
+                f"injected tool calls {calls} are not answered exactly once by the injected results that follow "
+                f"({answers})",
+                hint="send the AssistantMessage and one ToolMessage per call together, in that order",
+            )
+            for j in range(index, end):
+                refusals[j] = problem
+        index = end
+    return refusals
+
+
+def _injected(command: SteeringCommand) -> Message | None:
+    return command.message if isinstance(command, InjectMessage) else None

@@ -18,6 +18,7 @@ import contextlib
 import json
 import math
 import os
+import random
 import re
 import sqlite3
 import threading
@@ -437,16 +438,48 @@ def open_sqlite(
         if where != ":memory:":
             Path(where).parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(where, timeout=busy_timeout_s, check_same_thread=False, isolation_level=None)
-        conn.execute("PRAGMA journal_mode = WAL")
-        if synchronous is not None:
-            conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
-        for statement in schema:
-            conn.execute(statement)
+        _prepare(conn, busy_timeout_s, synchronous, schema)
     except (OSError, sqlite3.Error) as exc:
         if conn is not None:
             conn.close()
+        if _is_busy(exc):
+            raise ConfigurationError(
+                f"cannot open {what} at {where!r}: {exc} (another connection kept it locked for {busy_timeout_s:g} s)",
+                hint="another process is holding the file; retry, or give the opener a larger busy_timeout_s",
+            ) from exc
         raise ConfigurationError(
             f"cannot open {what} at {where!r}: {exc}",
-            hint="check that the directory is writable and the file is a SQLite database (or delete it)",
+            hint="check that the directory is writable and the path names a SQLite database, not another file",
         ) from exc
     return where, conn
+
+
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
+def _prepare(conn: sqlite3.Connection, busy_timeout_s: float, synchronous: str | None, schema: Sequence[str]) -> None:
+    """Switch to WAL and create the schema, retrying lock conflicts until the busy timeout runs out.
+
+    SQLite does not call its busy handler for every conflict: a journal-mode switch or a schema
+    write racing another connection's first open can fail with "database is locked" at once
+    (the lock upgrade would deadlock). Those are retried here, with short randomized pauses, so
+    many threads or processes opening one fresh file all succeed.
+    """
+    give_up = time.monotonic() + busy_timeout_s
+    pause = 0.001
+    while True:
+        try:
+            mode = conn.execute("PRAGMA journal_mode").fetchone()
+            if mode is None or str(mode[0]).lower() != "wal":  # WAL is persistent: usually set already
+                conn.execute("PRAGMA journal_mode = WAL")
+            if synchronous is not None:
+                conn.execute(f"PRAGMA synchronous = {synchronous.upper()}")
+            for statement in schema:
+                conn.execute(statement)
+            return
+        except sqlite3.OperationalError as exc:
+            if not _is_busy(exc) or time.monotonic() + pause > give_up:
+                raise
+        time.sleep(pause * (0.5 + random.random()))
+        pause = min(pause * 2, 0.05)

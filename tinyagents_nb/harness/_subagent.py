@@ -78,7 +78,15 @@ class SubAgent:
             raise SubAgentDepthError(cap)
         child = parent.child(tags=(f"subagent:{self.name}",), metadata={"subagent": self.name})
         parent.emit(SubAgentStarted, name=self.name, child_run_id=child.run_id)
-        run, _ = await self.harness.invoke_with_status(child, self._input(input), streaming=parent.streaming)
+        try:
+            run, _ = await self.harness.invoke_with_status(child, self._input(input), streaming=parent.streaming)
+        except BaseException as exc:
+            # the child never returned (a tool timeout or a task cancel cut it off, or its input was
+            # bad): still close its node, so the run tree never dangles
+            status = "failed" if isinstance(exc, Exception) else "cancelled"
+            usage = parent.usage.for_subtree(child.run_id)
+            parent.emit(SubAgentCompleted, name=self.name, child_run_id=child.run_id, status=status, usage=usage)
+            raise
         parent.emit(SubAgentCompleted, name=self.name, child_run_id=child.run_id, status=run.status, usage=run.usage)
         if run.error is not None:
             raise run.error

@@ -23,13 +23,14 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from ._errors import Cancelled, ConfigurationError, LimitExceeded, ProviderError
+from ._errors import Cancelled, ConfigurationError, LimitExceeded, ProviderError, describe_error
 from ._events import ContextPressure
 from ._messages import RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._middleware import Middleware
 from ._model import ChatModel, ModelRequest
 from ._profile import ModelProfile
 from ._tokens import TokenEstimator
+from ._trim import trim_units
 
 if TYPE_CHECKING:
     from ._context import RunContext
@@ -114,12 +115,19 @@ def _old_units(messages: Sequence[Message], keep_last: int) -> list[list[int]]:
 def _drop_units(
     messages: Sequence[Message], need_tokens: int, estimator: TokenEstimator, keep_last: int
 ) -> tuple[list[Message], int]:
-    """Drop the oldest removable units until ``need_tokens`` are freed (or none are left)."""
+    """Trim: drop the oldest whole units (``trim_units``) until ``need_tokens`` are freed or none are left.
+
+    The last ``keep_last`` non-system messages are protected, and so is every unit reaching into
+    them: the protected tail grows to a unit boundary rather than splitting a turn or a tool round.
+    """
+    units, _ = trim_units(messages)
+    body = [i for i, m in enumerate(messages) if not isinstance(m, SystemMessage)]
+    protected = set(body[len(body) - keep_last :]) if keep_last else set()
     count = estimator.count_message
     dropped: set[int] = set()
     freed = 0
-    for unit in _old_units(messages, keep_last):
-        if freed >= need_tokens:
+    for unit in units:
+        if freed >= need_tokens or not protected.isdisjoint(unit):
             break
         dropped.update(unit)
         freed += sum(count(messages[i]) for i in unit)
@@ -525,7 +533,7 @@ class SummarizationMiddleware(Middleware):
         except Exception as exc:
             if self.on_failure == "abort":
                 raise
-            detail = f"summarizer failed: {type(exc).__name__}: {exc}"
+            detail = f"summarizer failed: {describe_error(exc)}"
             if self.on_failure == "pass_through":
                 ctx.emit(ContextPressure, action="summarize", tokens_before=before, tokens_after=before,
                          limit_tokens=policy.trigger_budget, detail=detail)  # fmt: skip

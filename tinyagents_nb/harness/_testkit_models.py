@@ -21,8 +21,8 @@ from typing import Any, Final
 import anyio
 
 from ._errors import ConfigurationError, ProviderError
-from ._messages import AssistantMessage, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta, UserMessage
-from ._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamFinish, StreamUsage
+from ._messages import AssistantMessage, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta, UserMessage
+from ._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamBlock, StreamFinish, StreamUsage
 from ._profile import ModelProfile
 from ._usage import Usage
 
@@ -63,11 +63,13 @@ def _stream_items(response: ModelResponse, chunk_size: int | None) -> list[Model
     """How ``response`` would arrive from a streaming provider; ``StreamAccumulator`` folds it back.
 
     Reasoning, then text, then each tool call as three fragments (id and name, then the argument
-    JSON in two halves, to exercise joining), then usage (when any) and the finish marker. Message
-    ``blocks`` and ``tags`` have no stream form and are not sent.
+    JSON in two halves, to exercise joining), then usage (when any) and the finish marker. Thinking
+    blocks (signed reasoning) follow the reasoning deltas as ``StreamBlock``s; other ``blocks`` and
+    ``tags`` have no stream form and are not sent.
     """
     message = response.message
     items: list[ModelStreamItem] = [ThinkingDelta(text=part) for part in _chunks(message.reasoning or "", chunk_size)]
+    items.extend(StreamBlock(block=block) for block in message.blocks if isinstance(block, ThinkingBlock))
     items.extend(TextDelta(text=part) for part in _chunks(message.text, chunk_size))
     for index, call in enumerate(message.tool_calls):
         arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(dict(call.arguments))

@@ -29,6 +29,7 @@ _TOKEN_FIELDS: Final = (
     "output_tokens",
     "reasoning_tokens",
     "cache_write_tokens",
+    "cache_write_1h_tokens",
 )
 _LINEAGE_COLUMNS: Final = ("run_id", "parent_run_id", "root_run_id", "depth", "model", "provider", "call_id")
 _ID_COLUMNS: Final = ("run_id", "parent_run_id", "root_run_id", "call_id")
@@ -54,6 +55,8 @@ class Usage:
         cached_input_tokens: The part of ``input_tokens`` read from a prompt cache.
         reasoning_tokens: The part of ``output_tokens`` spent on hidden reasoning.
         cache_write_tokens: The part of ``input_tokens`` written to a prompt cache.
+        cache_write_1h_tokens: The part of ``cache_write_tokens`` written with a one-hour lifetime
+            (Anthropic bills those at twice the input price, five-minute writes at 1.25x).
 
     Raises:
         ConfigurationError: A count is negative or not an int, or a part exceeds its total.
@@ -64,6 +67,7 @@ class Usage:
     cached_input_tokens: int = 0
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
+    cache_write_1h_tokens: int = 0
 
     def __post_init__(self) -> None:
         # One fused check on the hot path (`__add__` runs per model call); the OR of ints is
@@ -75,9 +79,11 @@ class Usage:
                 | self.cached_input_tokens
                 | self.reasoning_tokens
                 | self.cache_write_tokens
+                | self.cache_write_1h_tokens
             ) >= 0 and (
                 self.cached_input_tokens + self.cache_write_tokens <= self.input_tokens
                 and self.reasoning_tokens <= self.output_tokens
+                and self.cache_write_1h_tokens <= self.cache_write_tokens
             )
         except TypeError:
             valid = False
@@ -91,6 +97,12 @@ class Usage:
                 raise ConfigurationError(f"Usage.{name} must be an int, got {type(value).__name__}")
             if value < 0:
                 raise ConfigurationError(f"Usage.{name} must not be negative, got {value}")
+        if self.cache_write_1h_tokens > self.cache_write_tokens:
+            raise ConfigurationError(
+                f"Usage.cache_write_1h_tokens ({self.cache_write_1h_tokens}) exceeds cache_write_tokens "
+                f"({self.cache_write_tokens})",
+                hint="cache_write_tokens must include the one-hour writes (OpenAI convention)",
+            )
         if self.reasoning_tokens > self.output_tokens:
             raise ConfigurationError(
                 f"Usage.reasoning_tokens ({self.reasoning_tokens}) exceeds output_tokens ({self.output_tokens})",
@@ -123,6 +135,7 @@ class Usage:
         _set(total, "cached_input_tokens", self.cached_input_tokens + other.cached_input_tokens)
         _set(total, "reasoning_tokens", self.reasoning_tokens + other.reasoning_tokens)
         _set(total, "cache_write_tokens", self.cache_write_tokens + other.cache_write_tokens)
+        _set(total, "cache_write_1h_tokens", self.cache_write_1h_tokens + other.cache_write_1h_tokens)
         return total
 
     def __radd__(self, other: int) -> Usage:

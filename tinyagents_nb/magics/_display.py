@@ -140,7 +140,11 @@ def runs_frame(runs: Sequence[NotebookRun], usage: UsageTracker, costs: CostTrac
 def cost_frame(
     records: Iterable[CostRecord], run_labels: Mapping[str, str], agent_names: Mapping[str, str]
 ) -> pd.DataFrame:
-    """Cost and tokens grouped by notebook run, agent (``main`` or the sub-agent's name) and model."""
+    """Cost and tokens grouped by notebook run, agent (``main`` or the sub-agent's name) and model.
+
+    Prompt-cache reads and writes are shown beside the input they are part of: they explain a bill
+    that input tokens alone cannot (reads cost a tenth of input on Anthropic, writes 1.25x or 2x).
+    """
     import pandas as pd
 
     groups: dict[tuple[str, str, int, str], tuple[Usage, CostTotals, int]] = {}
@@ -163,13 +167,27 @@ def cost_frame(
             "model": model,
             "calls": calls,
             "input_tokens": usage.input_tokens,
+            "cached_input_tokens": usage.cached_input_tokens,
+            "cache_write_tokens": usage.cache_write_tokens,
             "output_tokens": usage.output_tokens,
             "total_tokens": usage.total_tokens,
             "cost_usd": _usd_float(totals.total_usd),
         }
         for (run, agent, depth, model), (usage, totals, calls) in groups.items()
     ]
-    columns = ["run", "agent", "depth", "model", "calls", "input_tokens", "output_tokens", "total_tokens", "cost_usd"]
+    columns = [
+        "run",
+        "agent",
+        "depth",
+        "model",
+        "calls",
+        "input_tokens",
+        "cached_input_tokens",
+        "cache_write_tokens",
+        "output_tokens",
+        "total_tokens",
+        "cost_usd",
+    ]
     return pd.DataFrame(rows, columns=columns)
 
 

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 __all__ = ["COST_COLUMNS", "CostTable"]
 
-COST_COLUMNS: Final = ("agent", "model", "calls", "input", "cached", "output", "reasoning", "usd")
-_INT_COLUMNS: Final = ("calls", "input", "cached", "output", "reasoning")
+COST_COLUMNS: Final = ("agent", "model", "calls", "input", "cached", "cache_write", "output", "reasoning", "usd")
+_INT_COLUMNS: Final = ("calls", "input", "cached", "cache_write", "output", "reasoning")
 _REFRESH_S: Final = 0.25
 _EMPTY: Final = '<div style="opacity:.7">no model usage recorded yet</div>'
 
@@ -33,6 +33,7 @@ class _Group:
     calls: int = 0
     input: int = 0
     cached: int = 0
+    cache_write: int = 0
     output: int = 0
     reasoning: int = 0
     known_usd: Decimal = Decimal(0)
@@ -43,6 +44,7 @@ class _Group:
         self.calls += 1
         self.input += usage.input_tokens
         self.cached += usage.cached_input_tokens
+        self.cache_write += usage.cache_write_tokens
         self.output += usage.output_tokens
         self.reasoning += usage.reasoning_tokens
         if record.cost is None:
@@ -51,7 +53,7 @@ class _Group:
             self.known_usd += record.cost.total_usd
 
     def merge(self, other: _Group) -> None:
-        for name in ("calls", "input", "cached", "output", "reasoning", "known_usd", "unpriced"):
+        for name in ("calls", "input", "cached", "cache_write", "output", "reasoning", "known_usd", "unpriced"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     @property
@@ -131,6 +133,7 @@ def _row(agent: str, model: str, group: _Group) -> dict[str, Any]:
         "calls": group.calls,
         "input": group.input,
         "cached": group.cached,
+        "cache_write": group.cache_write,
         "output": group.output,
         "reasoning": group.reasoning,
         "usd": group.usd,

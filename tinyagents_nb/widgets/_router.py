@@ -58,6 +58,7 @@ class EventRouter:
             "context.pressure": self._on_pressure,
             "steering.applied": self._on_steering,
             "retry.scheduled": self._on_retry,
+            "model.discarded": lambda e: self._transcript.discard_call(e.run_id, e.call_id),
             "fallback.used": lambda e: self._note(e, f"fallback: {e.from_model} → {e.to_model} ({e.error})"),
             "limit.reached": lambda e: self._note(e, f"limit reached: {e.limit}"),
             **dict.fromkeys(TERMINAL_KINDS, self._on_run_ended),
@@ -103,7 +104,8 @@ class EventRouter:
             state.cancel_reason = event.reason
 
     def _on_retry(self, event: Any) -> None:
-        # the retried attempt streams from the start: keep the failed attempt's text, start a new segment
+        # the retried attempt streams from the start in a new segment; model.discarded (just before)
+        # already struck the failed attempt's text out of the answer
         self._transcript.end_call(event.run_id, event.call_id)
         self._note(event, f"retry {event.attempt} in {event.delay_s:.1f} s: {event.error}")
 

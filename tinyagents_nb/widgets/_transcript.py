@@ -39,6 +39,10 @@ class Segment:
     checked_at: int = 0
     glue: str = "\n\n"
     """What separated this segment from the previous one when a long answer was cut."""
+    source: tuple[str, str] = ("", "")
+    """The (run id, model call id) whose deltas it holds."""
+    discarded: bool = False
+    """A failed stream attempt's text (``model.discarded``): shown struck through, never part of the answer."""
 
     @property
     def text(self) -> str:
@@ -72,7 +76,7 @@ class TranscriptPane:
         key = self._open.get(slot)
         if key is None:
             self.end_call(run_id, call_id)  # reasoning ends when the answer starts
-            key = self._add(Segment(kind=kind, caption=caption(run_id)))
+            key = self._add(Segment(kind=kind, caption=caption(run_id), source=(run_id, call_id)))
             self._open[slot] = key
         segment = self.segments[key]
         segment.parts.append(text)
@@ -87,6 +91,14 @@ class TranscriptPane:
             key = self._open.pop((run_id, call_id, kind), None)
             if key is not None and key in self.segments:
                 self.segments[key].active = False
+                self._dirty.add(key)
+
+    def discard_call(self, run_id: str, call_id: str) -> None:
+        """A failed attempt of model call ``call_id`` is being retried: its text so far is not the answer."""
+        self.end_call(run_id, call_id)
+        for key, segment in self.segments.items():
+            if segment.source == (run_id, call_id) and not segment.discarded:
+                segment.discarded = True
                 self._dirty.add(key)
 
     def add_note(self, text: str, caption: str = "") -> None:
@@ -117,7 +129,9 @@ class TranscriptPane:
         head, tail = text[:cut], text[cut + len(glue) :]
         segment.parts, segment.size, segment.active = [head], len(head), False
         self._dirty.add(key)
-        rest = Segment(kind=segment.kind, parts=[tail] if tail else [], size=len(tail), glue=glue)
+        rest = Segment(
+            kind=segment.kind, parts=[tail] if tail else [], size=len(tail), glue=glue, source=segment.source
+        )
         self._open[slot] = self._add(rest)
 
     # ------------------------------------------------------------------ accessors
@@ -125,7 +139,7 @@ class TranscriptPane:
         """The kept answer text (reasoning and notes excluded); a cut answer is joined back exactly."""
         parts: list[str] = []
         for segment in self.segments.values():
-            if segment.kind == "text":
+            if segment.kind == "text" and not segment.discarded:
                 if parts:
                     parts.append(segment.glue)
                 parts.append(segment.text)
@@ -162,6 +176,8 @@ def _segment_html(segment: Segment) -> str:
     caption = f'<div style="{_CAPTION_STYLE}">▸ {esc(segment.caption)}</div>' if segment.caption else ""
     if segment.kind == "note":
         return f'<div style="opacity:.75;font-size:90%">{caption}{esc(segment.text)}</div>'
+    if segment.discarded:
+        return f'<div style="opacity:.5;text-decoration:line-through">{caption}{esc(segment.text)}</div>'
     body = render_markdown(segment.text)
     if segment.kind == "thinking":
         state = " open" if segment.active else ""
