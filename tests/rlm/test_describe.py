@@ -44,3 +44,8 @@ def test_first_message_has_the_task_and_each_description() -> None:
     assert "`logs`: str, 1,000,000 characters" in message
     assert "`n`: int" in message
     assert len(message) < 1_000
+
+
+def test_a_string_preview_is_its_start_as_a_python_literal() -> None:
+    line = describe_value("s", "first line\nsecond line")
+    assert line.endswith("starts: 'first line\\nsecond line'")

@@ -31,7 +31,8 @@ def describe_value(name: str, value: Any) -> str:
     kind = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
     if isinstance(value, str):
         lines = value.count("\n") + 1 if value else 0
-        return f"- `{name}`: str, {len(value):,} characters, {lines:,} lines; starts: {_clip(value)!r}"
+        more = "…" if len(value) > _PREVIEW else ""
+        return f"- `{name}`: str, {len(value):,} characters, {lines:,} lines; starts: {value[:_PREVIEW]!r}{more}"
     if isinstance(value, bytes | bytearray):
         return f"- `{name}`: {kind}, {len(value):,} bytes; starts: {_clip(repr(bytes(value[:_PREVIEW])))}"
     shape = getattr(value, "shape", None)
