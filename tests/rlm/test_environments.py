@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from tinyagents_nb.harness import AgentEvent, AgentHarness, LimitExceeded, RunCancelled, RunContext
-from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.harness import AgentEvent, AgentHarness, LimitExceeded, RunCancelled, RunContext, event_to_dict
+from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 from tinyagents_nb.rlm import (
     RLM,
     BridgeServer,
@@ -222,3 +222,21 @@ async def test_an_output_flood_is_bounded_in_memory_and_in_the_prompt(kernel_env
     assert "output flood" in captured
     assert len(captured) < 1_100_000
     assert captured.rstrip().endswith("39999")  # the latest output is kept
+
+
+async def test_the_bridge_token_never_reaches_events_or_the_model(kernel_env: KernelEnvironment) -> None:
+    tokens: list[str] = []
+
+    async def approve(ctx: RunContext[Any], code: str) -> bool:
+        tokens.append(kernel_env._bridge.token)
+        return True
+
+    model = ScriptedModel([py("print(llm('count:ERROR'))"), py("FINAL('ok')")])
+    ctx = RunContext()
+    rec = EventRecorder(ctx.events)
+    rlm = RLM(model=model, sub_model=sub_model(), environment=kernel_env, approve_code=approve)
+    assert (await rlm.invoke_in_context(ctx, "Go.", context={})).final_text == "ok"
+    token = tokens[0]
+    assert len(token) == 64
+    assert all(token not in json.dumps(event_to_dict(e)) for e in rec.events)
+    assert all(token not in m.text for r in model.requests for m in r.messages)
