@@ -40,6 +40,7 @@ def test_rlm_local_runs_over_a_notebook_value(
     assert "rlm.output" in kinds
 
 
+@pytest.mark.kernel
 def test_rlm_in_the_sessions_child_kernel(shell: InteractiveShell, session: NotebookSession) -> None:
     model = ScriptedModel([py("import os\nFINAL((os.getpid() != PARENT, sum(data)))")])
     session.register_model("fake", model)
