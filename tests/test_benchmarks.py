@@ -22,6 +22,7 @@ SECTIONS = (
     "=== 5. Memory under a long stream ===",
     "=== 6. Provider adapters: CPU per streamed token (parse only) ===",
     "=== 7. MCP servers ===",
+    "=== 8. RLM: long contexts and sub-query fan-out ===",
 )
 
 
@@ -47,6 +48,9 @@ def test_quick_run_of_every_benchmark_prints_each_section() -> None:
     assert "`1+1` round trip, while it streams" in out
     assert "messages tokenized per call" in out
     assert "RSS after   100,000 events" in out
+    assert "error kinds in   1.0 MB of logs: 3 model calls" in out
+    assert "answer WRONG" not in out
+    assert "llm_batch of 100 prompts at concurrency 32" in out
     assert "all benchmarks done" in out
 
 

@@ -30,6 +30,7 @@ EXPECTED = [
     "05_context_pressure",
     "06_observability",
     "07_mcp",
+    "08_rlm",
 ]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 CHECK, IGNORE = "nbval-check-output", "nbval-ignore-output"

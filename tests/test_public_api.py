@@ -84,3 +84,24 @@ def test_import_in_a_fresh_interpreter_loads_no_jupyter_module(module: str) -> N
     bad, heavy = eval(out)
     assert bad == [], f"importing {module} loaded Jupyter modules: {bad}"
     assert heavy == [], f"importing {module} eagerly loaded heavy modules: {heavy}"
+
+
+def test_rlm_namespace_is_exact() -> None:
+    import tinyagents_nb.rlm as rlm
+
+    assert rlm.__all__ == sorted(rlm.__all__) == public_names(rlm)
+    for name in rlm.__all__:
+        obj = getattr(rlm, name)
+        if isinstance(obj, type):
+            assert obj.__module__.startswith("tinyagents_nb.rlm._"), (name, obj.__module__)
+
+
+def test_importing_rlm_loads_no_jupyter_module() -> None:
+    code = (
+        "import sys, tinyagents_nb.rlm\n"
+        f"bad = sorted(m for m in sys.modules if m.split('.')[0] in {(*JUPYTER_MODULES, 'jupyter_client')!r}"
+        " or m.startswith(('tinyagents_nb.magics', 'tinyagents_nb.widgets')))\n"
+        "print(bad)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"

@@ -39,6 +39,7 @@ from ._commands import COMMANDS, run_command
 from ._handle import NotebookRun, RunMode
 from ._interpolate import InterpolationError, interpolate
 from ._output import CellView
+from ._rlm import rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
 from ._usage import positive_int, usage_message
 from ._waiting import UNREACHABLE, Delivery, sync_delivery, wait_async, wait_sync
@@ -165,6 +166,15 @@ class AgentMagics(magic.Magics):
     )
     @_argument("--name", "-n", metavar="VAR", help="also bind the run handle to this variable")
     @_argument("--raw", action="store_true", help="send the cell as is, without {expr} interpolation")
+    @_argument(
+        "--rlm",
+        nargs="?",
+        const="kernel",
+        choices=["kernel", "local"],
+        help="run as a recursive language model in a Python REPL: a child kernel (default) or local (in-process)",
+    )
+    @_argument("--context", metavar="NAMES", help="with --rlm: comma-separated notebook variables to put in the REPL")
+    @_argument("--sub-model", metavar="NAME", help="with --rlm: the model behind llm()/llm_batch() (default: --model)")
     @_cell_magic("agent")
     def agent_cell(self, line: str, cell: str) -> None:
         """Run the cell body as a prompt for an agent, with a live dashboard.
@@ -226,7 +236,8 @@ class AgentMagics(magic.Magics):
         key = self._cell_key(line, cell)
         session = self.session
         try:
-            run = session.new_run(
+            start = _starter(self, session, args)
+            run = start(
                 prompt,
                 model=args.model,
                 system=args.system,
@@ -297,6 +308,16 @@ class AgentMagics(magic.Magics):
             return run_command(self, args.command, list(args.args))
         except (TinyAgentsError, LookupError) as exc:
             raise usage_error(exc) from None
+
+
+def _starter(magics: AgentMagics, session: NotebookSession, args: argparse.Namespace) -> Callable[..., NotebookRun]:
+    """``session.new_run``, or its ``--rlm`` stand-in (see ``_rlm``)."""
+    if args.rlm is None:
+        if args.context is not None or args.sub_model is not None:
+            raise UsageError("--context and --sub-model need --rlm")
+        return session.new_run
+    user_ns = magics.shell.user_ns if magics.shell else {}
+    return rlm_starter(session, args.rlm, context=args.context, sub_model=args.sub_model, user_ns=user_ns)
 
 
 def _parse(magic_fn: Any, line: str) -> argparse.Namespace:

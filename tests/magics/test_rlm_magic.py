@@ -1,0 +1,75 @@
+"""``%%agent --rlm``: notebook values in a REPL, the same handle and dashboard as any run, one-line errors."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from tinyagents_nb.harness import ModelResponse
+from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.magics import NotebookSession
+from tinyagents_nb.magics._rlm import session_kernel
+from tinyagents_nb.rlm import RLMCode
+
+from .conftest import last_run, run_error, run_ok
+
+
+def py(code: str) -> ModelResponse:
+    return ScriptedModel.text(f"```python\n{code}\n```")
+
+
+def test_rlm_local_runs_over_a_notebook_value(
+    shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = ScriptedModel([py("print(len(logs))"), py("FINAL(sum('ERROR' in l for l in logs))")])
+    session.register_model("fake", model)
+    shell.user_ns["logs"] = ["ERROR a", "INFO b", "ERROR c"] * 1_000
+    run_ok(shell, "%%agent --rlm local --context logs --model fake --wait\nHow many error lines?")
+    run = last_run(shell)
+    assert run.status == "completed"
+    assert run.final_text == "2000"
+    assert "2000" in capsys.readouterr().out
+    assert run in session.runs
+    assert "`logs`: list, 3,000 items" in model.requests[0].messages[1].text
+    assert model.requests[1].messages[-1].text == "3000"
+    kinds = session.journal_frame(run)["kind"].tolist()
+    assert "rlm.code" in kinds
+    assert "rlm.output" in kinds
+
+
+@pytest.mark.kernel
+def test_rlm_in_the_sessions_child_kernel(shell: InteractiveShell, session: NotebookSession) -> None:
+    model = ScriptedModel([py("import os\nFINAL((os.getpid() != PARENT, sum(data)))")])
+    session.register_model("fake", model)
+    shell.user_ns.update(data=list(range(10)), PARENT=__import__("os").getpid())
+    try:
+        run_ok(shell, "%%agent --rlm --context data,PARENT --model fake --wait\nSum it.")
+        assert last_run(shell).final_text == "(True, 45)"
+    finally:
+        session_kernel(session).close()
+
+
+def test_rlm_flags_errors_are_one_line_usage_errors(shell: InteractiveShell, session: NotebookSession) -> None:
+    session.register_model("fake", ScriptedModel([py("FINAL(1)")]))
+    error = run_error(shell, "%%agent --rlm local --context missing --model fake\nGo.")
+    assert isinstance(error, UsageError)
+    assert "no notebook variable named 'missing'" in str(error)
+    assert isinstance(run_error(shell, "%%agent --context x --model fake\nGo."), UsageError)
+    shell.user_ns["lock"] = threading.Lock()
+    error = run_error(shell, "%%agent --rlm --context lock --model fake\nGo.")
+    assert isinstance(error, UsageError)
+    assert "'lock'" in str(error)
+    assert "\n" not in str(error)
+    assert not session_kernel(session).started  # refused before any kernel was started
+
+
+def test_rlm_runs_show_their_code_steps_as_events(shell: InteractiveShell, session: NotebookSession) -> None:
+    session.register_model("fake", ScriptedModel([py("x = 6 * 7\nprint(x)"), py("FINAL(x)")]))
+    seen: list[RLMCode] = []
+    session.context.events.add_listener(lambda offset, e: seen.append(e) if isinstance(e, RLMCode) else None)
+    run_ok(shell, "%%agent --rlm local --model fake --wait\nCompute.")
+    assert [e.code for e in seen] == ["x = 6 * 7\nprint(x)", "FINAL(x)"]
+    assert last_run(shell).final_text == "42"

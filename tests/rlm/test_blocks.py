@@ -1,0 +1,29 @@
+"""Reading replies: which fenced blocks run, in which order, and prose FINAL lines."""
+
+from __future__ import annotations
+
+from tinyagents_nb.rlm import extract_code_blocks, final_from_text
+
+
+def test_python_and_repl_blocks_run_in_order_other_languages_do_not() -> None:
+    text = (
+        "First:\n```python\nx = 1\n```\nthen a shell line\n```bash\nrm -rf /\n```\n"
+        "```repl\nprint(x)\n```\n```json\n{}\n```\n```\nuntagged = True\n```\n"
+    )
+    assert extract_code_blocks(text) == ["x = 1", "print(x)", "untagged = True"]
+
+
+def test_indented_and_longer_fences_and_an_unclosed_last_block() -> None:
+    text = "  ````py\n  if True:\n      print(1)\n  ````\n```python\nprint('cut off"
+    assert extract_code_blocks(text) == ["if True:\n    print(1)", "print('cut off"]
+
+
+def test_no_blocks_and_empty_blocks() -> None:
+    assert extract_code_blocks("just prose") == []
+    assert extract_code_blocks("```python\n\n```") == []
+
+
+def test_final_from_prose() -> None:
+    assert final_from_text("Done.\nFINAL(42)") == "42"
+    assert final_from_text("FINAL('the answer')") == "the answer"
+    assert final_from_text("no final here") is None

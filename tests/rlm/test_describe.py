@@ -1,0 +1,51 @@
+"""The first message describes values without including them, whatever their size."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from tinyagents_nb.rlm import RLMLimits, describe_context, describe_value
+from tinyagents_nb.rlm._prompt import first_message
+
+
+def test_a_huge_string_is_described_in_a_bounded_line() -> None:
+    text = "a" * 5_000_000 + "SECRET-IN-THE-MIDDLE" + "b" * 5_000_000
+    line = describe_value("context", text)
+    assert "10,000,020 characters" in line
+    assert "SECRET-IN-THE-MIDDLE" not in line
+    assert len(line) < 400
+
+
+def test_a_dataframe_shows_its_shape_and_schema_not_its_rows() -> None:
+    frame = pd.DataFrame({"level": ["ERROR", "INFO"] * 50_000, "latency_ms": range(100_000)})
+    line = describe_value("logs", frame)
+    assert "shape (100000, 2)" in line
+    assert f"level: {frame.dtypes['level']}" in line
+    assert "latency_ms: int64" in line
+    assert "ERROR" not in line
+
+
+def test_lists_dicts_and_a_broken_repr() -> None:
+    class Broken:
+        def __repr__(self) -> str:
+            raise RuntimeError("no")
+
+    assert "1,000 items" in describe_value("xs", list(range(1_000)))
+    assert "3 keys" in describe_value("d", {"a": 1, "b": 2, "c": 3})
+    assert "preview: <Broken instance at" in describe_value("b", Broken())  # reprlib survives a broken repr
+    assert "no context values" in describe_context({})
+
+
+def test_first_message_has_the_task_and_each_description() -> None:
+    message = first_message(
+        "count the errors", {"logs": "x" * 1_000_000, "n": 3}, environment="kernel", limits=RLMLimits()
+    )
+    assert message.startswith("Task:\ncount the errors")
+    assert "`logs`: str, 1,000,000 characters" in message
+    assert "`n`: int" in message
+    assert len(message) < 1_000
+
+
+def test_a_string_preview_is_its_start_as_a_python_literal() -> None:
+    line = describe_value("s", "first line\nsecond line")
+    assert line.endswith("starts: 'first line\\nsecond line'")

@@ -1,0 +1,79 @@
+"""Recursive language models: the model works in a Python REPL where the context is a variable.
+
+Instead of putting a large context into one prompt, ``RLM`` gives the model a REPL (a sandboxed
+child kernel by default, or this process) holding the named values, describes them in the first
+message without including them, and runs the fenced ``python``/``repl`` blocks of each reply,
+returning their (truncated) output as the next message. In the REPL, ``llm(prompt)`` and
+``llm_batch(prompts)`` run sub-queries as child runs of the RLM run; ``FINAL(answer)`` and
+``FINAL_VAR("name")`` end it. Imports the harness and ``jupyter_client``; never the widgets or magics.
+"""
+
+from __future__ import annotations
+
+from ._blocks import (
+    extract_code_blocks as extract_code_blocks,
+    final_from_text as final_from_text,
+)
+from ._bridge import (
+    BridgeServer as BridgeServer,
+    SubQueries as SubQueries,
+)
+from ._config import (
+    ContextValueError as ContextValueError,
+    RLMError as RLMError,
+    RLMLimits as RLMLimits,
+)
+from ._describe import (
+    describe_context as describe_context,
+    describe_value as describe_value,
+)
+from ._dialect import (
+    REPL_TOOL as REPL_TOOL,
+    CodeApproval as CodeApproval,
+    REPLDialect as REPLDialect,
+)
+from ._environment import (
+    Environment as Environment,
+    ExecutionResult as ExecutionResult,
+)
+from ._events import (
+    RLMCode as RLMCode,
+    RLMOutput as RLMOutput,
+)
+from ._kernel import (
+    KernelEnvironment as KernelEnvironment,
+)
+from ._local import (
+    LocalEnvironment as LocalEnvironment,
+)
+from ._prompt import (
+    RLM_SYSTEM_PROMPT as RLM_SYSTEM_PROMPT,
+)
+from ._rlm import (
+    RLM as RLM,
+    EnvironmentName as EnvironmentName,
+)
+
+__all__ = [
+    "BridgeServer",
+    "CodeApproval",
+    "ContextValueError",
+    "Environment",
+    "EnvironmentName",
+    "ExecutionResult",
+    "KernelEnvironment",
+    "LocalEnvironment",
+    "REPLDialect",
+    "REPL_TOOL",
+    "RLM",
+    "RLMCode",
+    "RLMError",
+    "RLMLimits",
+    "RLMOutput",
+    "RLM_SYSTEM_PROMPT",
+    "SubQueries",
+    "describe_context",
+    "describe_value",
+    "extract_code_blocks",
+    "final_from_text",
+]

@@ -1,0 +1,54 @@
+"""Reading a model reply: the fenced ``python``/``repl`` code blocks it wants run, in order.
+
+Only blocks tagged ``python``, ``py`` or ``repl`` (or untagged) count, so a reply that shows a shell
+command or some JSON in a fence is not executed by accident. A bare ``FINAL(...)`` line outside any
+fence is the paper's way of answering in prose; ``final_from_text`` reads it when a reply has no code.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["extract_code_blocks", "final_from_text"]
+
+_FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+-]*)[^\n]*\n", re.MULTILINE)
+_RUNNABLE = frozenset({"", "python", "py", "python3", "repl"})
+_FINAL_LINE = re.compile(r"^[ \t]*FINAL\((?P<answer>.*)\)[ \t]*$", re.MULTILINE)
+
+
+def extract_code_blocks(text: str) -> list[str]:
+    """The runnable fenced blocks of ``text``, in order, with their fences and common indent removed.
+
+    An unclosed fence runs to the end of the text (a reply cut off by the token limit still shows
+    its code, and running it surfaces the ``SyntaxError`` to the model).
+    """
+    blocks: list[str] = []
+    pos = 0
+    while True:
+        opening = _FENCE.search(text, pos)
+        if opening is None:
+            return blocks
+        fence, indent = opening["fence"], opening["indent"]
+        closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
+        end = closing.search(text, opening.end())
+        body = text[opening.end() : end.start() if end else len(text)]
+        pos = end.end() if end else len(text)
+        if opening["tag"].lower() not in _RUNNABLE:
+            continue
+        lines = body.splitlines()
+        if indent:
+            lines = [line[len(indent) :] if line.startswith(indent) else line for line in lines]
+        code = "\n".join(lines).strip("\n")
+        if code.strip():
+            blocks.append(code)
+
+
+def final_from_text(text: str) -> str | None:
+    """The answer of a prose ``FINAL(answer)`` line (quotes around it removed), or ``None``."""
+    match = _FINAL_LINE.search(text)
+    if match is None:
+        return None
+    answer = match["answer"].strip()
+    if len(answer) >= 2 and answer[0] == answer[-1] and answer[0] in "\"'":
+        answer = answer[1:-1]
+    return answer

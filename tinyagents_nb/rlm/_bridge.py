@@ -1,0 +1,187 @@
+"""The harness side of sub-queries and ``FINAL``: ``SubQueries`` and its 127.0.0.1 server.
+
+``SubQueries`` runs each ``llm`` prompt as a child run of the RLM run (``SubAgent.invoke_in_parent``:
+depth + 1, the shared sink, token and trackers, so usage and cost roll up exactly and one Stop
+cancels them), behind a semaphore, and counts them against ``max_sub_queries``. A limit reached
+here is *fatal*: it is remembered and ends the run once the environment has stopped the block.
+
+``BridgeServer`` exposes it to a child kernel: JSON lines over TCP on 127.0.0.1, one random token
+per run, checked in constant time before any request is read. It lives on the run's event loop
+and is closed (with every request still in flight) when the run ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import secrets
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+
+from tinyagents_nb.harness import (
+    AgentHarness,
+    Cancelled,
+    LimitExceeded,
+    LimitReached,
+    RunContext,
+    SubAgent,
+)
+
+from ._config import RLMLimits
+
+__all__ = ["BridgeServer", "SubQueries"]
+
+_LINE_LIMIT = 1 << 30  # a prompt may carry a large chunk of the context
+
+
+class SubQueries:
+    """One RLM run's sub-query gate (and its ``FINAL`` slot)."""
+
+    def __init__(self, ctx: RunContext[Any], harness: AgentHarness[Any], limits: RLMLimits) -> None:
+        self.ctx = ctx
+        self.agent = SubAgent("llm", harness, description="A sub-query of a recursive-language-model run.")
+        self.limits = limits
+        self.loop = asyncio.get_running_loop()
+        self.count = 0
+        self.fatal: BaseException | None = None
+        self.final: str | None = None
+        self._semaphore = anyio.Semaphore(limits.max_concurrency)
+
+    async def batch(self, prompts: Sequence[str]) -> list[str]:
+        """Answer ``prompts`` as child runs, at most ``max_concurrency`` at once; raises the first failure."""
+        if self.fatal is not None:
+            raise self.fatal
+        cap = self.limits.max_sub_queries
+        if self.count + len(prompts) > cap:
+            exc = LimitExceeded(
+                "rlm_sub_queries",
+                f"{self.count} sub-queries made, {len(prompts)} more asked, at most {cap} per run",
+                maximum=cap,
+            )
+            self.ctx.emit(LimitReached, limit=exc.limit, maximum=cap)
+            self.fatal = exc
+            raise exc
+        self.count += len(prompts)
+        results: list[str] = [""] * len(prompts)
+        errors: list[BaseException | None] = [None] * len(prompts)
+
+        async def one(i: int, prompt: str) -> None:
+            async with self._semaphore:
+                try:
+                    self.ctx.cancellation.raise_if_cancelled()
+                    run = await self.agent.invoke_in_parent(self.ctx, prompt)
+                    results[i] = run.final_text
+                except Exception as exc:
+                    errors[i] = exc
+
+        async with anyio.create_task_group() as tg:
+            for i, prompt in enumerate(prompts):
+                tg.start_soon(one, i, prompt)
+        for error in errors:
+            if isinstance(error, Cancelled):
+                raise error
+        for i, error in enumerate(errors):
+            if error is not None:
+                raise RuntimeError(f"sub-query {i} failed: {type(error).__name__}: {error}") from error
+        return results
+
+    async def handle(self, payload: Any) -> dict[str, Any]:
+        """One request from the REPL; every failure is a reply (the REPL raises it), never an exception here."""
+        try:
+            op = payload.get("op") if isinstance(payload, dict) else None
+            if op == "llm":
+                prompts = payload.get("prompts")
+                if not isinstance(prompts, list) or not all(isinstance(p, str) for p in prompts):
+                    raise TypeError("prompts must be a list of str")
+                return {"ok": True, "results": await self.batch(prompts)}
+            if op == "final":
+                self.final = str(payload.get("answer", ""))
+                return {"ok": True}
+            raise ValueError(f"unknown request {op!r}")
+        except Exception as exc:
+            return {"ok": False, "type": type(exc).__name__, "error": str(exc)}
+
+    def handle_threadsafe(self, payload: dict[str, Any], *, poll_s: float = 0.05) -> dict[str, Any]:
+        """``handle`` from another thread (the in-process REPL's), waiting in short slices.
+
+        Short waits keep the calling thread at bytecode boundaries, where an asynchronous
+        exception (the in-process Stop) can reach it.
+        """
+        future = asyncio.run_coroutine_threadsafe(self.handle(payload), self.loop)
+        try:
+            while True:
+                try:
+                    return future.result(timeout=poll_s)
+                except TimeoutError:
+                    continue
+        except BaseException:
+            future.cancel()
+            raise
+
+
+class BridgeServer:
+    """``SubQueries`` over 127.0.0.1 for a child kernel: start, hand ``port`` and ``token`` over, close."""
+
+    def __init__(self, queries: SubQueries) -> None:
+        self.queries = queries
+        self.token = secrets.token_hex(32)
+        self.port = 0
+        self._server: asyncio.Server | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._writers: set[asyncio.StreamWriter] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=_LINE_LIMIT)
+        self.port = int(self._server.sockets[0].getsockname()[1])
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        if task is not None:
+            self._tasks.add(task)
+        self._writers.add(writer)
+        try:
+            hello = await reader.readline()
+            try:
+                token = json.loads(hello).get("token", "")
+            except (ValueError, AttributeError):
+                token = ""
+            if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
+                return
+            while line := await reader.readline():
+                try:
+                    payload = json.loads(line)
+                except ValueError:
+                    reply: dict[str, Any] = {"ok": False, "type": "ValueError", "error": "not a JSON request"}
+                else:
+                    reply = await self.queries.handle(payload)
+                writer.write(json.dumps(reply).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError, asyncio.LimitOverrunError):
+            pass
+        except asyncio.CancelledError:
+            # only ``close()`` cancels these tasks; ending normally keeps asyncio's stream callback quiet
+            pass
+        finally:
+            self._writers.discard(writer)
+            writer.close()
+            if task is not None:
+                self._tasks.discard(task)
+
+    async def close(self) -> None:
+        """Stop listening, drop every connection and cancel the requests still in flight."""
+        if self._server is not None:
+            self._server.close()
+        for writer in list(self._writers):
+            writer.close()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        if self._server is not None:
+            await self._server.wait_closed()
+            self._server = None

@@ -1,0 +1,96 @@
+"""What an RLM environment is: a REPL namespace that runs code blocks, one run at a time.
+
+Two implementations: ``KernelEnvironment`` (a child ipykernel; the default) and
+``LocalEnvironment`` (a fresh namespace in this process). Both run a block under a per-block
+timeout and a ``should_stop`` callback polled while it runs (the run's Stop, or a fatal sub-query
+limit), and both turn an exception in the block into output: errors are data for the model.
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+from ._config import ContextValueError
+
+if TYPE_CHECKING:
+    from ._bridge import SubQueries
+
+__all__ = ["Environment", "ExecutionResult", "StopReason", "check_names", "trim_traceback"]
+
+StopReason = Literal["stop", "timeout"]
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_TRACEBACK_LINES = 12
+_RESERVED = frozenset({"llm", "llm_batch", "FINAL", "FINAL_VAR", "RLMCallError"})
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ExecutionResult:
+    """One block's outcome.
+
+    Attributes:
+        output: What it printed (stdout, stderr, its last expression's value, a trimmed traceback).
+        error_type: The exception it raised, if any (``KeyboardInterrupt`` when it was stopped).
+        stopped: Why it was interrupted: ``"stop"`` (the run was stopped or hit a fatal limit) or
+            ``"timeout"``; ``None`` when it ran to its end.
+        duration_s: Wall time of the block.
+    """
+
+    output: str
+    error_type: str | None = None
+    stopped: StopReason | None = None
+    duration_s: float = 0.0
+
+
+@runtime_checkable
+class Environment(Protocol):
+    """A REPL for RLM runs; reused across runs, each run starting from a fresh namespace."""
+
+    @property
+    def name(self) -> str:
+        """``"kernel"`` or ``"local"`` (shown to the model and in events)."""
+        ...
+
+    def prepare_values(self, values: Mapping[str, Any]) -> Any:
+        """Check (and for a child process, serialize) the values before the run starts.
+
+        Raises:
+            ContextValueError: A value cannot be given to this environment; the message names it.
+        """
+        ...
+
+    async def start_run(self, prepared: Any, queries: SubQueries) -> None:
+        """A fresh namespace holding the values and the helpers, wired to ``queries``."""
+        ...
+
+    async def execute(self, code: str, *, timeout_s: float | None, should_stop: Callable[[], bool]) -> ExecutionResult:
+        """Run one block; interrupt it when ``should_stop()`` turns true or the timeout passes."""
+        ...
+
+    async def end_run(self) -> None:
+        """Release the run's namespace (the environment stays up for the next run)."""
+        ...
+
+    def close(self) -> None:
+        """Shut the environment down for good (a child kernel is stopped)."""
+        ...
+
+
+def check_names(values: Mapping[Any, Any]) -> None:
+    """Every name must be a plain identifier that does not shadow a helper."""
+    for name in values:
+        if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name):
+            raise ContextValueError(str(name), f"context name {name!r} is not a valid Python variable name")
+        if name in _RESERVED:
+            raise ContextValueError(name, f"context name {name!r} would hide the REPL helper of that name")
+
+
+def trim_traceback(text: str, *, lines: int = _TRACEBACK_LINES) -> str:
+    """A traceback without colour codes, cut to its last ``lines`` lines (where the error is)."""
+    kept = _ANSI.sub("", text).rstrip().splitlines()
+    if len(kept) > lines:
+        kept = ["Traceback (most recent call last, trimmed):", *kept[-lines:]]
+    return "\n".join(kept)

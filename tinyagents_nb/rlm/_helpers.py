@@ -1,0 +1,104 @@
+"""The REPL side of the protocol: ``llm``, ``llm_batch``, ``FINAL`` and ``FINAL_VAR``.
+
+This module is stdlib-only on purpose: the child kernel runs its *source* (it need not be able to
+import ``tinyagents_nb``), and the in-process environment imports it. Each helper turns a call into
+one request to the harness (``call(payload) -> reply``); the harness decides everything else
+(limits, concurrency, depth, which model), so code in the REPL cannot change those decisions.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+from collections.abc import Callable, Iterable, MutableMapping
+from typing import Any
+
+__all__ = ["RLMCallError", "install", "socket_transport"]
+
+Transport = Callable[[dict[str, Any]], dict[str, Any]]
+
+
+class RLMCallError(Exception):
+    """The harness refused or failed a sub-query (raised inside the REPL, where the model's code can catch it)."""
+
+
+def _checked(reply: dict[str, Any]) -> dict[str, Any]:
+    if not reply.get("ok"):
+        raise RLMCallError(f"{reply.get('type', 'Error')}: {reply.get('error', 'the request failed')}")
+    return reply
+
+
+def install(namespace: MutableMapping[str, Any], call: Transport) -> None:
+    """Define the helpers in ``namespace``; every request goes through ``call``."""
+
+    def llm(prompt: str) -> str:
+        """Ask the sub-model one question; it sees only ``prompt``."""
+        if not isinstance(prompt, str):
+            raise TypeError(f"llm(prompt) needs a str, got {type(prompt).__name__}")
+        results: list[str] = _checked(call({"op": "llm", "prompts": [prompt]}))["results"]
+        return results[0]
+
+    def llm_batch(prompts: Iterable[str]) -> list[str]:
+        """Ask the sub-model many questions in parallel; answers come back in the same order."""
+        batch = list(prompts)
+        for i, prompt in enumerate(batch):
+            if not isinstance(prompt, str):
+                raise TypeError(f"llm_batch(prompts) needs strs, item {i} is a {type(prompt).__name__}")
+        if not batch:
+            return []
+        results: list[str] = _checked(call({"op": "llm", "prompts": batch}))["results"]
+        return results
+
+    def FINAL(answer: object) -> None:  # the protocol's name
+        """End the run with ``str(answer)`` as its final answer (after the current block)."""
+        _checked(call({"op": "final", "answer": str(answer)}))
+
+    def FINAL_VAR(name: object) -> None:  # the protocol's name
+        """End the run with the value of the REPL variable ``name``."""
+        if not isinstance(name, str) or name not in namespace:
+            raise NameError(f"FINAL_VAR: no REPL variable named {name!r}")
+        FINAL(namespace[name])
+
+    namespace.update(llm=llm, llm_batch=llm_batch, FINAL=FINAL, FINAL_VAR=FINAL_VAR, RLMCallError=RLMCallError)
+
+
+def socket_transport(port: int, token: str) -> Transport:
+    """Requests as JSON lines over one 127.0.0.1 connection, opened lazily and authenticated by ``token``.
+
+    A request interrupted half-way (the kernel was interrupted while waiting) drops the connection,
+    so a late reply can never be read as the answer to the next request.
+    """
+    lock = threading.Lock()
+    state: dict[str, Any] = {}
+
+    def close() -> None:
+        stream, conn = state.pop("file", None), state.pop("sock", None)
+        for item in (stream, conn):
+            if item is not None:
+                try:
+                    item.close()
+                except OSError:
+                    pass
+
+    def call(payload: dict[str, Any]) -> dict[str, Any]:
+        with lock:
+            try:
+                if "file" not in state:
+                    conn = socket.create_connection(("127.0.0.1", port), timeout=None)
+                    state["sock"], state["file"] = conn, conn.makefile("rwb")
+                    state["file"].write(json.dumps({"token": token}).encode() + b"\n")
+                stream = state["file"]
+                stream.write(json.dumps(payload).encode() + b"\n")
+                stream.flush()
+                line = stream.readline()
+            except BaseException:
+                close()
+                raise
+            if not line:
+                close()
+                raise RLMCallError("the sub-query channel is closed (the run has ended)")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    return call

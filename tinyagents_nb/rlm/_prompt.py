@@ -1,0 +1,48 @@
+"""The system prompt that teaches the REPL protocol, and the first message that describes the values."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from ._config import RLMLimits
+from ._describe import describe_context
+
+__all__ = ["RLM_SYSTEM_PROMPT", "first_message"]
+
+RLM_SYSTEM_PROMPT = """\
+You answer a task by working in a persistent Python REPL. The data you need is NOT in this \
+conversation: it is held in REPL variables, which may be far larger than what you can read at once.
+
+How to work:
+- Reply with one or more fenced code blocks (```python ... ```). They run in order, in the same \
+namespace, which persists across replies; the next message shows what they printed (cut to \
+{max_output} characters, so print summaries, counts and short slices, never a whole large value).
+- Inspect the data with code: len(), slicing, str methods, re, collections.Counter, pandas.
+- `llm(prompt) -> str` asks a sub-model one question (give it the text it needs, e.g. a chunk of \
+the data: it sees nothing else). `llm_batch(prompts) -> list[str]` asks many at once, in parallel; \
+prefer it over llm in a loop. At most {max_sub} sub-queries per task.
+- An exception is shown to you as output; fix the code and go on.
+- When you have the answer, call `FINAL(answer)` in a code block, or `FINAL_VAR("name")` to answer \
+with the value of a REPL variable. Do not answer in prose before you have checked it with code.
+- You have at most {max_iterations} replies with code.
+"""
+
+
+def first_message(task: str, values: Mapping[str, Any], *, environment: str, limits: RLMLimits) -> str:
+    """The task, then a bounded description of each REPL value (never the values themselves)."""
+    where = "a separate Python process (a child kernel)" if environment == "kernel" else "this Python process"
+    return (
+        f"Task:\n{task.strip()}\n\n"
+        f"The REPL runs in {where}. Variables defined in it:\n{describe_context(values)}\n\n"
+        "Start by exploring the variables with code."
+    )
+
+
+def system_prompt(limits: RLMLimits) -> str:
+    """``RLM_SYSTEM_PROMPT`` with the run's limits filled in."""
+    return RLM_SYSTEM_PROMPT.format(
+        max_output=f"{limits.max_output_chars:,}",
+        max_sub=f"{limits.max_sub_queries:,}",
+        max_iterations=limits.max_iterations,
+    )
