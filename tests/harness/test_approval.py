@@ -61,9 +61,9 @@ def two_turns(*calls: tuple[str, dict[str, Any]], ids: tuple[str, ...] = ()) -> 
     return ScriptedModel([ScriptedModel.tool_calls(built), "done"])
 
 
-async def wait_pending(stream: AgentStream, count: int = 1, timeout: float = 20.0) -> list[str]:
-    with anyio.fail_after(timeout):
-        while len(stream.pending_approvals()) < count:
+async def wait_pending(stream: AgentStream, count: int = 1) -> list[str]:
+    with anyio.fail_after(20):
+        while len(stream.pending_approvals()) < count:  # noqa: ASYNC110 (the desk has no event to await)
             await anyio.sleep(0.005)
     return [r.call_id for r in stream.pending_approvals()]
 
@@ -112,7 +112,8 @@ async def test_deny_with_reason_becomes_an_error_result_for_the_model() -> None:
     assert ran == []
     result = tool_messages(run.messages)["c0"]
     assert result.is_error
-    assert "denied by a person" in result.text and "never touch /etc" in result.text
+    assert "denied by a person" in result.text
+    assert "never touch /etc" in result.text
     # the model saw the denial on its next request
     assert any(isinstance(m, ToolMessage) and "never touch /etc" in m.text for m in model.requests[1].messages)
     (event,) = rec.of_type(ApprovalDecided)
@@ -135,7 +136,8 @@ async def test_approve_with_edited_arguments_runs_them_and_hashes_them() -> None
     await stream.result()
     assert ran == [("send_email", edited)]
     (event,) = rec.of_type(ApprovalDecided)
-    assert event.edited and event.arguments == edited
+    assert event.edited
+    assert event.arguments == edited
     assert event.arguments_sha256 == arguments_sha256(edited)
 
 
@@ -150,7 +152,8 @@ async def test_stop_while_pending_ends_the_run_cancelled_promptly() -> None:
     with anyio.fail_after(10):
         run = await stream.wait()
     assert time.monotonic() - started < 5
-    assert run.status == "cancelled" and isinstance(run.error, RunCancelled)
+    assert run.status == "cancelled"
+    assert isinstance(run.error, RunCancelled)
     assert ran == []
     assert stream.pending_approvals() == []
     (event,) = rec.of_type(ApprovalDecided)
@@ -168,7 +171,8 @@ async def test_deadline_while_pending_times_the_run_out() -> None:
     rec = EventRecorder(stream.context.events)
     with anyio.fail_after(20):
         run = await stream.wait()
-    assert run.status == "failed" and isinstance(run.error, RunTimeout)
+    assert run.status == "failed"
+    assert isinstance(run.error, RunTimeout)
     assert ran == []
     assert [e.decided_by for e in rec.of_type(ApprovalDecided)] == ["withdrawn"]
     assert "wall_clock" in [e.limit for e in rec.of_kind("limit.reached")]  # type: ignore[attr-defined]
@@ -270,13 +274,16 @@ async def test_two_pending_calls_are_decided_independently_while_another_tool_ru
     run = await stream.result()
     assert [name for name, _ in ran] == ["fetch", "send_email"]
     results = tool_messages(run.messages)
-    assert not results["c0"].is_error and results["c2"].is_error and not results["c1"].is_error
+    assert not results["c0"].is_error
+    assert results["c2"].is_error
+    assert not results["c1"].is_error
 
 
 async def test_require_approval_wraps_any_tool_and_rules_are_checked() -> None:
     fake = FakeTool("shell", ["ran"])
     gated = require_approval(fake)
-    assert gated.name == "shell" and gated.schema is fake.schema
+    assert gated.name == "shell"
+    assert gated.schema is fake.schema
     harness = AgentHarness(model=two_turns(("shell", {})), tools=[gated])
     stream = harness.invoke_streaming("go")
     stream.start()
@@ -319,7 +326,8 @@ async def test_a_sub_agents_approval_reaches_the_root_handle() -> None:
     assert request.run_id != stream.run_id  # it waits in the child run
     stream.approve(request.call_id)
     run = await stream.result()
-    assert run.final_text == "root done" and ran == [("delete_file", {"path": "deep"})]
+    assert run.final_text == "root done"
+    assert ran == [("delete_file", {"path": "deep"})]
 
 
 def test_approval_errors_are_typed() -> None:
