@@ -333,3 +333,24 @@ async def test_a_sub_agents_approval_reaches_the_root_handle() -> None:
 def test_approval_errors_are_typed() -> None:
     with pytest.raises(ApprovalError, match="no tool call is waiting"):
         AgentHarness(model=ScriptedModel(["x"])).invoke_streaming("x").approve()
+
+
+async def test_the_decision_lands_in_a_sqlite_journal_and_decodes_back(tmp_path: Any) -> None:
+    from tinyagents_nb.harness import JournalSink, SQLiteEventJournal
+
+    journal = SQLiteEventJournal(tmp_path / "events.db")
+    args = {"to": "a", "body": "b"}
+    harness = AgentHarness(model=two_turns(("send_email", args)), tools=[send_email])
+    stream = harness.invoke_streaming("go")
+    stream.context.events.add_listener(JournalSink(journal))
+    stream.start()
+    await wait_pending(stream)
+    stream.approve(by="bob")
+    await stream.result()
+    (row,) = journal.read_from(0, kinds=["approval.decided"])
+    event = row.event
+    assert isinstance(event, ApprovalDecided)
+    assert (event.approved, event.decided_by, event.decider) == (True, "person", "bob")
+    assert event.arguments_sha256 == arguments_sha256(args)
+    assert len(journal.read_from(0, kinds=["approval.requested"])) == 1
+    journal.close()
