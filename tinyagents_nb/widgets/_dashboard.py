@@ -19,6 +19,7 @@ from typing import Any
 
 from tinyagents_nb.harness import AgentStream, ConfigurationError, CostRecord
 
+from ._approvals import ApprovalCards
 from ._bridge import Flusher, when_done
 from ._controls import RunControls
 from ._costs import CostTable
@@ -78,6 +79,7 @@ class RunDashboard:
         self.tree = AgentTree(self.run_id, title or "agent", max_nodes=max_history)
         self.header = RunHeader()
         self.controls = RunControls(stream)
+        self.approvals = ApprovalCards(stream)
         self.gauge = ContextGauge(max_marks=max_history)
         self.transcript = TranscriptPane(max_segments=max_history)
         self.tools = ToolCallsPane(max_rows=max_history)
@@ -91,6 +93,7 @@ class RunDashboard:
             children=(
                 self.header.widget,
                 self.controls.widget,
+                self.approvals.widget,
                 self.gauge.widget,
                 self.transcript.widget,
                 self._details,
@@ -132,6 +135,7 @@ class RunDashboard:
         self._detach()
         self.transcript.close()
         self.tools.close()
+        self.approvals.close()
         self.widget.close()
 
     # ------------------------------------------------------------------ the run's end (loop thread)
@@ -168,6 +172,8 @@ class RunDashboard:
             return "stopping"
         if self.stream.status.phase == "paused":
             return "paused"
+        if self.approvals.pending:  # Stop stays live meanwhile
+            return "awaiting approval"
         return "pausing" if controls.pause_requested else "running"
 
     def _belongs(self, record: CostRecord) -> bool:
@@ -189,6 +195,7 @@ class RunDashboard:
                     notice = f"dashboard error: {self._flusher.last_error}"
                 self.header.render(self.state, status=status, now=now, notice=notice)
                 self.controls.render(status=status, terminal=terminal)
+                self.approvals.render(terminal=terminal)
                 self.gauge.render(ctx.context_window)
                 self.transcript.render()
                 self.tools.render()
