@@ -140,7 +140,8 @@ def _check(
     if dollars is None:
         return
     spent = ctx.costs.for_subtree(anchor)
-    price, _ = ctx.costs.price(model, Usage(input_tokens=prompt_tokens, output_tokens=output_cap), provider)
+    estimate = Usage(input_tokens=prompt_tokens, output_tokens=output_cap)
+    price, _ = ctx.costs.price(model, estimate, provider, warn=False)  # the policy below decides what unknown means
     unknown = price is None or not spent.is_complete
     if unknown and not _unknown_allowed(budget, model):
         raise refuse(

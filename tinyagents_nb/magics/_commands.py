@@ -15,6 +15,7 @@ from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import Tool, known_providers
 
+from ._approval_commands import APPROVAL_COMMANDS
 from ._display import context_text, models_frame, tools_frame, usd_text
 from ._handle import NotebookRun
 from ._offline import OFFLINE_MODEL
@@ -209,6 +210,7 @@ COMMANDS: Mapping[str, Command] = {
     "tools": _tools,
     "journal": _journal,
     "reset": _reset,
+    **APPROVAL_COMMANDS,
 }
 
 

@@ -49,6 +49,7 @@ from tinyagents_nb.harness import (
 )
 
 from . import _display
+from ._budget import run_cost_cap, unattended_decision
 from ._handle import NotebookRun
 from ._offline import OFFLINE_MODEL, OfflineModel
 
@@ -88,6 +89,14 @@ class NotebookSession:
         self.default_model = default_model or None
         self.system_prompt = system_prompt or None
         self.max_model_calls = max_model_calls
+        self.max_cost_usd: float | None = None
+        """Dollar cap of each run's tree (``None``: none)."""
+        self.session_max_cost_usd: float | None = None
+        """Dollar cap across every run of the session (``None``: none)."""
+        self.approvals = "auto"
+        """``auto`` (ask when the frontend can answer), ``ask``, ``deny`` or ``approve`` (see ``_budget``)."""
+        self.can_answer: Callable[[], bool] = lambda: True
+        """Whether whoever executes the current cell can click (the magics read the kernel's request)."""
         self._built: dict[str, ChatModel] = {}
         self._offline: ChatModel | None = None
         self._open(store_path)
@@ -248,12 +257,17 @@ class NotebookSession:
             raise ConfigurationError("the prompt is empty", hint="write the prompt in the cell below %%agent")
         chat_model = self.resolve_model(model)
         selected = self._select_tools(tools)
-        limits = RunLimits(max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls)
+        limits = RunLimits(
+            max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls,
+            max_cost_usd=run_cost_cap(self.max_cost_usd, self.session_max_cost_usd, self.context.costs.total()),
+            unknown_price="allow" if isinstance(chat_model, OfflineModel) else "refuse",  # it never bills
+        )
+        attended, unattended = unattended_decision(self.approvals, self.can_answer)
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=selected,
             middleware=[self._memory],
-            policy=RunPolicy(limits=limits),
+            policy=RunPolicy(limits=limits, unattended_approval=unattended),
             system_prompt=system or self.system_prompt,
             name=name,
         )
@@ -263,6 +277,7 @@ class NotebookSession:
         if timeout_s is not None:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(prompt, context=ctx)
+        stream.approvals.attended = attended
         run = NotebookRun(
             stream=stream, harness=harness, prompt=prompt, model=self.model_name(model), name=name, cell_key=cell_key
         )
