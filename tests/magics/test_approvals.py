@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+
 import anyio
 import pytest
 from IPython.core.error import UsageError
