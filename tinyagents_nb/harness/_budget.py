@@ -22,13 +22,15 @@ from typing import TYPE_CHECKING, Any
 
 from ._cost import CostTotals, CostUnknownWarning
 from ._errors import LimitExceeded
+from ._events import LimitReached
 from ._limits import RunLimits, UnknownPrice
 from ._messages import Message
 from ._usage import Usage
 
 if TYPE_CHECKING:
     from ._context import RunContext
-    from ._model import ChatModel, ModelRequest
+    from ._harness import AgentHarness
+    from ._model import ModelRequest
 
 __all__ = ["BudgetExceeded", "TreeBudget", "bind_budgets", "check_request_budget"]
 
@@ -91,12 +93,18 @@ def bind_budgets(ctx: RunContext[Any], limits: RunLimits) -> tuple[TreeBudget, .
 
 
 def check_request_budget(
-    ctx: RunContext[Any], request: ModelRequest, prompt_tokens: int, model: ChatModel, messages: Sequence[Message]
+    ctx: RunContext[Any], harness: AgentHarness[Any], request: ModelRequest, messages: Sequence[Message]
 ) -> None:
-    """Raise ``BudgetExceeded`` when sending ``request`` to ``model`` could break one of ``ctx.budgets``."""
+    """Emit ``limit.reached`` and raise ``BudgetExceeded`` when sending ``request`` could break a budget."""
+    prompt_tokens = harness.request_tokens(request)
     output_cap = request.max_output_tokens or 0
-    for budget in ctx.budgets:
-        _check(ctx, budget, model.model_name, model.provider, prompt_tokens, output_cap, messages)
+    model = harness.model
+    try:
+        for budget in ctx.budgets:
+            _check(ctx, budget, model.model_name, model.provider, prompt_tokens, output_cap, messages)
+    except BudgetExceeded as exc:
+        ctx.emit(LimitReached, limit=exc.limit, maximum=exc.maximum)
+        raise
 
 
 def _check(

@@ -202,10 +202,7 @@ class RunLoop:
             request = await harness.fit_context(ctx, request)
             await harness.middleware.before_send(ctx, request)
             if ctx.budgets:  # refused here, the request is never sent
-                tokens = harness.request_tokens(request)
-                self._check_limit(
-                    functools.partial(check_request_budget, ctx, request, tokens, harness.model, self.messages)
-                )
+                check_request_budget(ctx, harness, request, self.messages)
             call_id = str(policy.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
