@@ -354,3 +354,17 @@ async def test_the_decision_lands_in_a_sqlite_journal_and_decodes_back(tmp_path:
     assert event.arguments_sha256 == arguments_sha256(args)
     assert len(journal.read_from(0, kinds=["approval.requested"])) == 1
     journal.close()
+
+
+async def test_a_broken_rule_fails_the_run_closed() -> None:
+    @tool(requires_approval=lambda ctx, arguments: "maybe")
+    def risky() -> str:
+        """Risky."""
+        ran.append(("risky", {}))
+        return "done"
+
+    harness = AgentHarness(model=two_turns(("risky", {})), tools=[risky])
+    run, _ = await harness.invoke_with_status(RunContext(), "go")
+    assert run.status == "failed"
+    assert "returned 'maybe'" in str(run.error)
+    assert ran == []
