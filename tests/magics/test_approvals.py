@@ -56,7 +56,7 @@ async def test_pending_approve_and_deny_from_later_cells(
     run_ok(shell, '%config AgentMagics.approvals = "ask"')
     wiping(session, "logs", "users")
     rec = EventRecorder(session.context.events)
-    run_ok(shell, "%%agent --model wiper\nclean up")
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
     handle = last_run(shell)
     await until(lambda: len(handle.stream.pending_approvals()) == 2)
     capsys.readouterr()
@@ -85,7 +85,7 @@ async def test_without_a_frontend_that_can_click_auto_denies_at_once(
 ) -> None:
     wiping(session, "logs")
     rec = EventRecorder(session.context.events)
-    run_ok(shell, "%%agent --model wiper\nclean up")  # a plain shell: no kernel request allows stdin
+    run_ok(shell, "%%agent --model wiper --background\nclean up")  # a plain shell: no kernel request allows stdin
     with anyio.fail_after(10):
         await last_run(shell).result()
     assert done == []
@@ -98,7 +98,7 @@ async def test_approve_mode_decides_every_request_automatically(
 ) -> None:
     run_ok(shell, '%config AgentMagics.approvals = "approve"')
     wiping(session, "tmp")
-    run_ok(shell, "%%agent --model wiper\nclean up")
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
     with anyio.fail_after(10):
         await last_run(shell).result()
     assert done == ["tmp"]
