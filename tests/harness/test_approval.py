@@ -368,3 +368,27 @@ async def test_a_broken_rule_fails_the_run_closed() -> None:
     assert run.status == "failed"
     assert "returned 'maybe'" in str(run.error)
     assert ran == []
+
+
+async def test_approving_the_same_arguments_again_is_not_an_edit_and_edits_are_copied() -> None:
+    @tool(requires_approval=True)
+    def tag(names: list[str], meta: dict[str, int]) -> str:
+        """Tag things."""
+        ran.append(("tag", {"names": names, "meta": meta}))
+        return "ok"
+
+    original = {"names": ["a", "b"], "meta": {"n": 1}}
+    harness = AgentHarness(model=two_turns(("tag", original), ("tag", original)), tools=[tag])
+    stream = harness.invoke_streaming("go")
+    rec = EventRecorder(stream.context.events)
+    stream.start()
+    await wait_pending(stream, 2)
+    same = {"meta": {"n": 1}, "names": ["a", "b"]}  # equal JSON, other key order
+    assert not stream.approve("c0", arguments=same).edited
+    edited = {"names": ["c"], "meta": {"n": 2}}
+    stream.approve("c1", arguments=edited)
+    edited["names"].append("mutated after approval")  # the approved copy is what runs
+    await stream.result()
+    assert sorted(ran, key=str) == sorted([("tag", original), ("tag", {"names": ["c"], "meta": {"n": 2}})], key=str)
+    flags = {e.call_id: e.edited for e in rec.of_type(ApprovalDecided)}
+    assert flags == {"c0": False, "c1": True}

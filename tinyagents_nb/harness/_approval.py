@@ -145,6 +145,7 @@ class ApprovalDesk:
         approved = request.arguments
         if arguments is not None:
             approved = _check_arguments(entry.tool, arguments)
+        digest = arguments_sha256(approved)
         decision = ApprovalDecision(
             call_id=request.call_id,
             tool_name=request.tool_name,
@@ -152,8 +153,8 @@ class ApprovalDesk:
             decided_by="person",
             decider=by,
             arguments=approved,
-            arguments_sha256=arguments_sha256(approved),
-            edited=arguments is not None and approved != request.arguments,
+            arguments_sha256=digest,
+            edited=digest != arguments_sha256(request.arguments),
         )
         self._settle(request.call_id, decision)
         return decision
@@ -246,7 +247,8 @@ def _check_arguments(tool: Tool, arguments: Mapping[str, Any]) -> Mapping[str, A
             validate(thaw_json(frozen))
         except ToolArgumentsError as exc:
             raise ApprovalError(f"edited arguments rejected: {exc}") from None
-    return frozen
+    plain: dict[str, Any] = thaw_json(frozen)  # a private copy: later changes to the caller's dict change nothing
+    return plain
 
 
 # ------------------------------------------------------------------------------------------ the gate
