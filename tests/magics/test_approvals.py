@@ -19,9 +19,9 @@ from tinyagents_nb.harness import (
     Usage,
     tool,
 )
-from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
+from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel, SlowModel
 from tinyagents_nb.magics import NotebookSession
-from tinyagents_nb.magics._budget import frontend_can_answer, run_cost_cap, unattended_decision
+from tinyagents_nb.magics._budget import frontend_can_answer, session_budget, unattended_decision
 
 from .conftest import last_run, run_error, run_ok
 
@@ -124,12 +124,10 @@ def test_frontend_detection_reads_the_requests_allow_stdin() -> None:
 def test_per_run_and_session_dollar_caps(
     shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from tinyagents_nb.harness import CostTotals
-
-    assert run_cost_cap(None, None, CostTotals()) is None
-    assert run_cost_cap(0.5, None, CostTotals()) == Decimal("0.5")
-    assert run_cost_cap(0.5, 2, CostTotals(known_usd=Decimal("1.8"), priced_calls=3)) == Decimal("0.2")
-    assert run_cost_cap(None, 2, CostTotals(known_usd=Decimal(3), priced_calls=3)) == 0
+    assert session_budget(None, "refuse") == ()
+    (budget,) = session_budget(2, "refuse")
+    assert budget.anchor_run_id is None
+    assert budget.max_cost_usd == Decimal(2)
 
     usage = Usage(input_tokens=1_000_000, output_tokens=0)  # $1 a call at the price below
     session.context.costs.register_price("scripted", ModelPricing(input_per_mtok=1, output_per_mtok=1))
@@ -161,3 +159,35 @@ def test_the_offline_model_is_never_refused_by_a_dollar_cap(shell: InteractiveSh
     run_ok(shell, "%config AgentMagics.max_cost_usd = 0.01")
     run_ok(shell, "%%agent\nhello")
     assert last_run(shell).status == "completed"
+
+
+async def test_the_session_cap_binds_concurrent_runs_together(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    usage = Usage(input_tokens=1_000_000, output_tokens=0)  # $1 a call
+    session.context.costs.register_price("scripted", ModelPricing(input_per_mtok=1, output_per_mtok=1))
+
+    @tool
+    def step() -> str:
+        """One step."""
+        return "ok"
+
+    session.register_tool(step)
+    for name in ("a", "b"):
+        script = [ScriptedModel.tool_call("step", {}, usage=usage) for _ in range(10)] + ["done"]
+        session.register_model(name, SlowModel(ScriptedModel(script), delay_s=0.05))
+    run_ok(shell, "%config AgentMagics.session_max_cost_usd = 2.5")
+    run_ok(shell, "%%agent --model a --name ra --background\ngo")
+    run_ok(shell, "%%agent --model b --name rb --background --new-thread\ngo")
+    ra, rb = shell.user_ns["ra"], shell.user_ns["rb"]
+    with anyio.fail_after(20):
+        first = await ra.wait()
+        second = await rb.wait()
+    spent = session.context.costs.total().total_usd
+    # each request is checked against the whole session's spend: at most one request per run in flight
+    # passes the cap (a per-run share of the cap would have let each run spend $3)
+    assert spent is not None
+    assert spent <= Decimal(4)
+    assert isinstance(first.error, BudgetExceeded)
+    assert isinstance(second.error, BudgetExceeded)
+    assert first.error.anchor_run_id is None

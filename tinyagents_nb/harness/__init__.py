@@ -16,6 +16,7 @@ from ._approval import (
 )
 from ._budget import (
     BudgetExceeded as BudgetExceeded,
+    TreeBudget as TreeBudget,
 )
 from ._builtin_middleware import (
     LoggingMiddleware as LoggingMiddleware,
@@ -603,6 +604,7 @@ __all__ = [
     "ToolResult",
     "ToolSchema",
     "ToolStarted",
+    "TreeBudget",
     "TrimOldMessages",
     "TrimStrategy",
     "UnknownToolError",

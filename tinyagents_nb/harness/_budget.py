@@ -4,7 +4,8 @@
 that sets them *and everything beneath it*: the run anchors a ``TreeBudget`` on ``ctx.budgets``,
 children inherit the tuple through ``RunContext.child``, and each check sums the usage and cost
 ledgers over the anchor's subtree. A child's own, stricter limits add a budget anchored at the
-child; every budget in the tuple must hold.
+child; every budget in the tuple must hold. A budget anchored at ``None`` binds everything the
+ledgers record: a notebook session puts one on each run's context to cap all its runs together.
 
 The check compares the spend so far plus the next request's estimate: its prompt tokens (the
 estimate the loop already makes against the context window) and, when the request caps its output,
@@ -41,7 +42,8 @@ class BudgetExceeded(LimitExceeded):
     Attributes:
         limit: ``"cost_usd"``, ``"total_tokens"`` or ``"input_tokens_per_request"``.
         maximum: The cap.
-        anchor_run_id: The run that set the budget (the root of the subtree it binds).
+        anchor_run_id: The run that set the budget (the root of the subtree it binds); ``None`` for a
+            budget over the whole ledger (a session's).
         usage: What the subtree had used when the request was refused.
         cost: What it had cost.
         messages: The refusing run's transcript so far.
@@ -53,7 +55,7 @@ class BudgetExceeded(LimitExceeded):
         message: str,
         *,
         maximum: float | None,
-        anchor_run_id: str,
+        anchor_run_id: str | None,
         usage: Usage,
         cost: CostTotals,
         messages: Sequence[Message],
@@ -67,9 +69,9 @@ class BudgetExceeded(LimitExceeded):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TreeBudget:
-    """One set of spending limits and the run whose subtree they bind."""
+    """One set of spending limits and the run whose subtree they bind (``None``: all the ledgers hold)."""
 
-    anchor_run_id: str
+    anchor_run_id: str | None
     max_cost_usd: Decimal | None = None
     max_total_tokens: int | None = None
     max_input_tokens_per_request: int | None = None
@@ -117,16 +119,17 @@ def _check(
     messages: Sequence[Message],
 ) -> None:
     anchor = budget.anchor_run_id
+    scope = "every run on these ledgers" if anchor is None else f"run {anchor}'s tree"
+
+    def usage() -> Usage:
+        return ctx.usage.total() if anchor is None else ctx.usage.for_subtree(anchor)
+
+    def cost() -> CostTotals:
+        return ctx.costs.total() if anchor is None else ctx.costs.for_subtree(anchor)
 
     def refuse(limit: str, maximum: float, text: str) -> BudgetExceeded:
         return BudgetExceeded(
-            limit,
-            text,
-            maximum=maximum,
-            anchor_run_id=anchor,
-            usage=ctx.usage.for_subtree(anchor),
-            cost=ctx.costs.for_subtree(anchor),
-            messages=messages,
+            limit, text, maximum=maximum, anchor_run_id=anchor, usage=usage(), cost=cost(), messages=messages
         )
 
     cap = budget.max_input_tokens_per_request
@@ -136,18 +139,18 @@ def _check(
         )
     cap = budget.max_total_tokens
     if cap is not None:
-        used = ctx.usage.for_subtree(anchor).total_tokens
+        used = usage().total_tokens
         if used + prompt_tokens + output_cap > cap:
             raise refuse(
                 "total_tokens",
                 cap,
-                f"{used} tokens used by run {anchor}'s tree; the next request (~{prompt_tokens + output_cap} "
+                f"{used} tokens used by {scope}; the next request (~{prompt_tokens + output_cap} "
                 f"tokens) would pass its {cap}-token budget",
             )
     dollars = budget.max_cost_usd
     if dollars is None:
         return
-    spent = ctx.costs.for_subtree(anchor)
+    spent = cost()
     estimate = Usage(input_tokens=prompt_tokens, output_tokens=output_cap)
     price, _ = ctx.costs.price(model, estimate, provider, warn=False)  # the policy below decides what unknown means
     unknown = price is None or not spent.is_complete
@@ -155,7 +158,7 @@ def _check(
         raise refuse(
             "cost_usd",
             float(dollars),
-            f"the price of model {model!r} is unknown, so run {anchor}'s ${dollars} budget cannot be kept "
+            f"the price of model {model!r} is unknown, so the ${dollars} budget of {scope} cannot be kept "
             "(register a price with CostTracker.register_price, or set RunLimits(unknown_price='allow'|'warn'))",
         )
     total = spent.known_usd + (price.total_usd if price is not None else Decimal(0))
@@ -163,7 +166,7 @@ def _check(
         raise refuse(
             "cost_usd",
             float(dollars),
-            f"${spent.known_usd:.6f} spent by run {anchor}'s tree; the next request (~${total - spent.known_usd:.6f}) "
+            f"${spent.known_usd:.6f} spent by {scope}; the next request (~${total - spent.known_usd:.6f}) "
             f"would pass its ${dollars} budget",
         )
 
@@ -174,8 +177,7 @@ def _unknown_allowed(budget: TreeBudget, model: str) -> bool:
     if budget.unknown_price == "warn" and model not in budget._warned:
         budget._warned.add(model)
         warnings.warn(
-            f"no price is known for model {model!r}: its calls count as $0 against run "
-            f"{budget.anchor_run_id}'s ${budget.max_cost_usd} budget",
+            f"no price is known for model {model!r}: its calls count as $0 against a ${budget.max_cost_usd} budget",
             CostUnknownWarning,
             stacklevel=2,
         )

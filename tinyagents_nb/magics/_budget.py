@@ -1,7 +1,9 @@
 """Notebook-wide spending and approval defaults: a dollar cap per run, a session cap across runs.
 
-The session cap is kept by giving each new run the smaller of the per-run cap and what the session
-has left (``RunLimits.max_cost_usd`` then binds the run's whole tree, so sub-agents count too). A
+The per-run cap is the run's ``RunLimits.max_cost_usd`` (it binds the run's whole tree, so
+sub-agents count too); the session cap is a ``TreeBudget`` over the session's shared ledgers, put
+on each run's context, so every request of every run, concurrent ones included, is checked
+against what the whole session has spent. A
 spend the price table cannot price counts as unknown, and a dollar cap refuses it (see
 ``RunLimits.unknown_price``), so an unknown price never reads as free money.
 
@@ -17,22 +19,19 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, Literal
 
-from tinyagents_nb.harness import ConfigurationError, CostTotals
+from tinyagents_nb.harness import ConfigurationError, TreeBudget
 
-__all__ = ["ApprovalMode", "frontend_can_answer", "run_cost_cap", "unattended_decision"]
+__all__ = ["ApprovalMode", "frontend_can_answer", "session_budget", "unattended_decision"]
 
 ApprovalMode = Literal["auto", "ask", "deny", "approve"]
 _MODES = ("auto", "ask", "deny", "approve")
 
 
-def run_cost_cap(per_run: float | None, session_cap: float | None, spent: CostTotals) -> Decimal | None:
-    """The dollar cap of the next run: the per-run cap, lowered to what the session cap leaves (>= 0)."""
-    caps: list[Decimal] = []
-    if per_run is not None:
-        caps.append(Decimal(str(per_run)))
-    if session_cap is not None:
-        caps.append(max(Decimal(str(session_cap)) - spent.known_usd, Decimal(0)))
-    return min(caps) if caps else None
+def session_budget(cap: float | None, unknown_price: Literal["allow", "refuse"]) -> tuple[TreeBudget, ...]:
+    """The budget a session puts on each run's context: ``cap`` dollars over everything its ledgers record."""
+    if cap is None:
+        return ()
+    return (TreeBudget(anchor_run_id=None, max_cost_usd=Decimal(str(cap)), unknown_price=unknown_price),)
 
 
 def frontend_can_answer(shell: Any) -> bool:

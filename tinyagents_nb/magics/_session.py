@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from tinyagents_nb.harness import (
     AgentEvent,
@@ -49,7 +49,7 @@ from tinyagents_nb.harness import (
 )
 
 from . import _display
-from ._budget import run_cost_cap, unattended_decision
+from ._budget import session_budget, unattended_decision
 from ._handle import NotebookRun
 from ._offline import OFFLINE_MODEL, OfflineModel
 
@@ -257,10 +257,11 @@ class NotebookSession:
             raise ConfigurationError("the prompt is empty", hint="write the prompt in the cell below %%agent")
         chat_model = self.resolve_model(model)
         selected = self._select_tools(tools)
+        unknown_price: Literal["allow", "refuse"] = "allow" if isinstance(chat_model, OfflineModel) else "refuse"
         limits = RunLimits(
             max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls,
-            max_cost_usd=run_cost_cap(self.max_cost_usd, self.session_max_cost_usd, self.context.costs.total()),
-            unknown_price="allow" if isinstance(chat_model, OfflineModel) else "refuse",  # it never bills
+            max_cost_usd=self.max_cost_usd,
+            unknown_price=unknown_price,
         )
         attended, unattended = unattended_decision(self.approvals, self.can_answer)
         harness: AgentHarness[None] = AgentHarness(
@@ -274,6 +275,7 @@ class NotebookSession:
         if new_thread or thread_id is not None:
             self.use_thread(thread_id)
         ctx = self.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
+        ctx.budgets = session_budget(self.session_max_cost_usd, unknown_price)
         if timeout_s is not None:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(prompt, context=ctx)
