@@ -70,6 +70,21 @@ def sample_events() -> list[E.AgentEvent]:
         E.MemoryLoaded(thread_id="t-1", messages=4, **lineage(26)),
         E.MemorySaved(thread_id="t-1", messages=6, **lineage(27)),
         E.StructuredRepair(attempt=1, max_attempts=2, output="Weather", strategy="tool", error="bad ✓", **lineage(28)),
+        E.ApprovalRequested(call_id="t2", tool_name="pay", arguments={"to": "ü", "cents": [1, None]}, **lineage(29)),
+        E.ApprovalDecided(
+            call_id="t2",
+            tool_name="pay",
+            approved=True,
+            decided_by="person",
+            decider="alice",
+            reason="ok ✓",
+            arguments_sha256="ab" * 32,
+            edited=True,
+            arguments={"to": "ü", "cents": [2]},
+            decided_at=1700000000.5,
+            wait_s=1.25,
+            **lineage(30),
+        ),
     ]
     return events
 

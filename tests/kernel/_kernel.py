@@ -74,9 +74,10 @@ class KernelHarness:
         self.kc.stop_channels()
         self.km.shutdown_kernel(now=True)
 
-    def execute(self, code: str, *, timeout: float = 60.0) -> CellResult:
+    def execute(self, code: str, *, timeout: float = 60.0, allow_stdin: bool = True) -> CellResult:
+        """Run a cell; ``allow_stdin=False`` is how nbclient, papermill and nbval execute."""
         start = time.monotonic()
-        msg_id = self.kc.execute(code, store_history=True)
+        msg_id = self.kc.execute(code, store_history=True, allow_stdin=allow_stdin)
         result = self._collect(msg_id, timeout)
         reply = self.kc.get_shell_msg(timeout=timeout)
         while reply["parent_header"].get("msg_id") != msg_id:

@@ -7,6 +7,17 @@ IPython, ipykernel, ipywidgets or traitlets.
 
 from __future__ import annotations
 
+from ._approval import (
+    ApprovalDecision as ApprovalDecision,
+    ApprovalDesk as ApprovalDesk,
+    ApprovalError as ApprovalError,
+    ApprovalRequest as ApprovalRequest,
+    require_approval as require_approval,
+)
+from ._budget import (
+    BudgetExceeded as BudgetExceeded,
+    TreeBudget as TreeBudget,
+)
 from ._builtin_middleware import (
     LoggingMiddleware as LoggingMiddleware,
     MessageTrimMiddleware as MessageTrimMiddleware,
@@ -65,6 +76,8 @@ from ._errors import (
 )
 from ._events import (
     AgentEvent as AgentEvent,
+    ApprovalDecided as ApprovalDecided,
+    ApprovalRequested as ApprovalRequested,
     CacheHit as CacheHit,
     CacheMiss as CacheMiss,
     ContextPressure as ContextPressure,
@@ -376,7 +389,14 @@ __all__ = [
     "AgentRun",
     "AgentStream",
     "AnthropicModel",
+    "ApprovalDecided",
+    "ApprovalDecision",
+    "ApprovalDesk",
+    "ApprovalError",
+    "ApprovalRequest",
+    "ApprovalRequested",
     "AssistantMessage",
+    "BudgetExceeded",
     "COMPACTED_TAG",
     "CacheHit",
     "CacheMiss",
@@ -590,6 +610,7 @@ __all__ = [
     "ToolResult",
     "ToolSchema",
     "ToolStarted",
+    "TreeBudget",
     "TrimOldMessages",
     "TrimStrategy",
     "UnknownToolError",
@@ -626,6 +647,7 @@ __all__ = [
     "prepare_request",
     "profile_for",
     "register_context_window",
+    "require_approval",
     "resolve_model",
     "secrets_from_env",
     "set_state",

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Generic, TypeVar, cast, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ._cancel import CancellationToken
 from ._cost import CostRecord, CostTracker
@@ -37,6 +37,10 @@ from ._sink import EventSink
 from ._steering import SteeringHandle
 from ._usage import Usage, UsageTracker
 from ._window import ContextWindow
+
+if TYPE_CHECKING:
+    from ._approval import ApprovalDesk
+    from ._budget import TreeBudget
 
 __all__ = ["DataT", "RunConfig", "RunContext"]
 
@@ -215,6 +219,8 @@ class RunContext(Generic[DataT]):
     """
 
     __slots__ = (
+        "approvals",
+        "budgets",
         "cache",
         "cancellation",
         "config",
@@ -245,6 +251,10 @@ class RunContext(Generic[DataT]):
     descendant outlives its ancestor's wall-clock budget."""
     streaming: bool
     """Whether the enclosing run streams; sub-agents inherit it so their deltas reach the shared sink too."""
+    approvals: ApprovalDesk | None
+    """Where tool calls that need approval wait; shared by the run tree (``None``: nobody can answer)."""
+    budgets: tuple[TreeBudget, ...]
+    """The spending limits binding this run, each anchored at the run that set it; children inherit them."""
 
     @overload
     def __init__(
@@ -305,6 +315,8 @@ class RunContext(Generic[DataT]):
         self.steering = steering
         self.deadline: float | None = None
         self.streaming = False
+        self.approvals: ApprovalDesk | None = None
+        self.budgets: tuple[TreeBudget, ...] = ()
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
@@ -391,6 +403,7 @@ class RunContext(Generic[DataT]):
         )
         child.deadline = self.deadline
         child.streaming = self.streaming
+        child.approvals, child.budgets = self.approvals, self.budgets
         return child
 
     def new_root(

@@ -251,16 +251,19 @@ class CostTracker(_Ledger[CostRecord, CostTotals]):
         with self._lock:
             self._prices[model] = pricing
 
-    def price(self, model: str, usage: Usage, provider: str | None = None) -> tuple[CostBreakdown | None, PriceSource]:
+    def price(
+        self, model: str, usage: Usage, provider: str | None = None, *, warn: bool = True
+    ) -> tuple[CostBreakdown | None, PriceSource]:
         """Price one call without recording it; ``(None, "unknown")`` when no price is known.
 
         Warns:
-            CostUnknownWarning: The first time a (provider, model) pair has no price.
+            CostUnknownWarning: The first time a (provider, model) pair has no price (unless ``warn=False``,
+                for callers that handle an unknown price themselves).
         """
         _check_call(model, usage)
         model, provider = _split_model(model, provider)
         cost, source, first_miss = self._lookup(model, usage, provider)
-        if first_miss:
+        if first_miss and warn:
             self._warn_unknown(model, provider)
         return cost, source
 

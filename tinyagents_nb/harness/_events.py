@@ -19,6 +19,8 @@ from ._usage import Usage
 
 __all__ = [
     "AgentEvent",
+    "ApprovalDecided",
+    "ApprovalRequested",
     "CacheHit",
     "CacheMiss",
     "ContextPressure",
@@ -185,6 +187,40 @@ class ToolFailed(AgentEvent):
     error: str
     duration_s: float = 0.0
     status: str = "failed"
+
+
+# ------------------------------------------------------------------------------------------ approvals
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalRequested(AgentEvent):
+    """A tool call that needs approval is waiting (or is about to be decided by a policy)."""
+
+    kind: Literal["approval.requested"] = "approval.requested"
+    call_id: str
+    tool_name: str
+    arguments: Any = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ApprovalDecided(AgentEvent):
+    """How an approval request ended.
+
+    ``decided_by`` is ``person``, ``policy`` (the tool's rule), ``unattended`` (nobody could answer)
+    or ``withdrawn`` (a Stop or the deadline ended the wait); ``arguments_sha256`` hashes the
+    canonical JSON of the exact arguments approved, and ``arguments`` holds them when edited.
+    """
+
+    kind: Literal["approval.decided"] = "approval.decided"
+    call_id: str
+    tool_name: str
+    approved: bool
+    decided_by: str
+    decider: str | None = None
+    reason: str | None = None
+    arguments_sha256: str = ""
+    edited: bool = False
+    arguments: Any = None
+    decided_at: float = 0.0
+    wait_s: float = 0.0
 
 
 # ------------------------------------------------------------------------------------------ sub-agents

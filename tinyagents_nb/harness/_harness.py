@@ -10,6 +10,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import anyio
 
+from ._approval import ApprovalDecision, ApprovalDesk, ApprovalRequest, UnattendedApproval
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._context import RunConfig, RunContext
 from ._errors import ConfigurationError, SteeringError
@@ -70,6 +71,8 @@ class RunPolicy:
         rate_limiter: Throttles model calls.
         clock: Time source (the testkit's ``DeterministicClock`` makes durations reproducible).
         ids: Id source for call ids (``DeterministicIds`` in tests).
+        unattended_approval: How a tool call that needs approval is decided when nobody can answer
+            (no run handle, or an unattended session): ``deny``, ``approve``, or ``None`` (deny).
     """
 
     limits: RunLimits = field(default_factory=RunLimits)
@@ -89,6 +92,7 @@ class RunPolicy:
     rate_limiter: RateLimiter | None = None
     clock: Clock = SYSTEM_CLOCK
     ids: IdSource = RANDOM_IDS
+    unattended_approval: UnattendedApproval | None = None
 
     def __post_init__(self) -> None:
         for name in ("unknown_tool", "invalid_args", "tool_errors"):
@@ -96,6 +100,10 @@ class RunPolicy:
                 raise ConfigurationError(f"{name} must be 'return_error' or 'fail', got {getattr(self, name)!r}")
         if self.tool_timeout_s is not None and self.tool_timeout_s <= 0:
             raise ConfigurationError("tool_timeout_s must be > 0")
+        if self.unattended_approval not in (None, "deny", "approve"):
+            raise ConfigurationError(
+                f"unattended_approval must be 'deny', 'approve' or None, got {self.unattended_approval!r}"
+            )
         retries: object = self.structured_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")
@@ -167,6 +175,7 @@ class AgentHarness(Generic[DataT]):
         # tool-schema token counts by the identity of the schemas sent (kept alive, so ids stay unique)
         self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
         self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
+        self._last_estimate: tuple[ModelRequest, int] | None = None
 
     def _window(self, window: ContextWindow | int | None) -> ContextWindow | None:
         if isinstance(window, ContextWindow):
@@ -210,7 +219,20 @@ class AgentHarness(Generic[DataT]):
             request = request.with_messages(tuple(relieved))
             estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         ctx.context_window = window.with_estimate(estimate)
+        self._last_estimate = (request, estimate)
         return request
+
+    def request_tokens(self, request: ModelRequest) -> int:
+        """The prompt tokens ``request`` is estimated at (``fit_context``'s estimate when it made this request)."""
+        last = self._last_estimate
+        if last is not None and last[0] is request:
+            return last[1]
+        if self._estimator is None:
+            self._estimator = TokenEstimator.for_model(self.model.model_name)
+        estimator = self._estimator
+        return estimator.estimate(
+            request.messages, tools_schema_tokens=self._schema_tokens(estimator, tuple(request.tools))
+        )
 
     def _schema_tokens(self, estimator: TokenEstimator, tools: tuple[ToolSchema, ...]) -> int:
         """Tokens the tool schemas cost, counted once per distinct tool set.
@@ -340,7 +362,10 @@ class AgentStream(AsyncIterator[AgentEvent]):
     """
 
     def __init__(self, harness: AgentHarness[Any], ctx: RunContext[Any], messages: list[Message]) -> None:
+        if ctx.approvals is None:  # a handle exists, so someone can answer approvals
+            ctx.approvals = ApprovalDesk()
         self.context = ctx
+        self.approvals: ApprovalDesk = ctx.approvals
         self.run_id = ctx.run_id
         self.status = harness._status(ctx)
         self._events: EventSubscription | None = None
@@ -419,6 +444,19 @@ class AgentStream(AsyncIterator[AgentEvent]):
 
     def redirect(self, instruction: str) -> SteeringReceipt:
         return self.steer(Redirect(instruction=instruction))
+
+    def approve(
+        self, call_id: str | None = None, *, arguments: Mapping[str, Any] | None = None, by: str | None = None
+    ) -> ApprovalDecision:
+        """Approve a tool call waiting in this run's tree (see ``ApprovalDesk.approve``); thread-safe."""
+        return self.approvals.approve(call_id, arguments=arguments, by=by)
+
+    def deny(self, call_id: str | None = None, reason: str | None = None, *, by: str | None = None) -> ApprovalDecision:
+        """Deny a waiting tool call; the model gets an error result saying ``reason``; thread-safe."""
+        return self.approvals.deny(call_id, reason, by=by)
+
+    def pending_approvals(self) -> list[ApprovalRequest]:
+        return self.approvals.pending()
 
     def __await__(self) -> Generator[Any, None, AgentRun]:
         return self.result().__await__()

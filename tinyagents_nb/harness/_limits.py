@@ -12,14 +12,17 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from decimal import Decimal, InvalidOperation
+from typing import TYPE_CHECKING, Literal, TypeAlias
 
 from ._errors import ConfigurationError, LimitExceeded, RunTimeout
 
 if TYPE_CHECKING:
     from ._context import RunConfig
 
-__all__ = ["LimitTracker", "RunLimits"]
+__all__ = ["LimitTracker", "RunLimits", "UnknownPrice"]
+
+UnknownPrice: TypeAlias = Literal["refuse", "allow", "warn"]
 
 
 def _check_int(name: str, value: object, *, minimum: int, allow_none: bool = False) -> None:
@@ -66,6 +69,16 @@ class RunLimits:
             (attempts = ``min(max_attempts, max_retries_per_call + 1)``); ``None`` = the policy's.
         max_concurrency: Parallel tool calls / sub-agents at once; ``None`` = unbounded.
         max_depth: How deep nested sub-agents may recurse.
+        max_cost_usd: Dollars the whole run tree may spend (this run, its sub-agents, their
+            sub-queries), checked before each request against the spend so far plus the request's
+            estimated price; ``LimitExceeded.limit`` is ``"cost_usd"``.
+        max_total_tokens: Tokens (input + output) the whole run tree may use, checked the same way
+            (``"total_tokens"``).
+        max_input_tokens_per_request: The largest prompt (estimated) any request of the tree may
+            send (``"input_tokens_per_request"``).
+        unknown_price: Under ``max_cost_usd``, what a model without a known price means:
+            ``refuse`` the request (the default: a budget that cannot be kept fails closed),
+            ``allow`` it counting $0, or ``warn`` (allow, with a ``CostUnknownWarning``).
     """
 
     max_model_calls: int = 25
@@ -74,6 +87,10 @@ class RunLimits:
     max_retries_per_call: int | None = None
     max_concurrency: int | None = None
     max_depth: int = 8
+    max_cost_usd: Decimal | float | None = None
+    max_total_tokens: int | None = None
+    max_input_tokens_per_request: int | None = None
+    unknown_price: UnknownPrice = "refuse"
 
     def __post_init__(self) -> None:
         _check_int("max_model_calls", self.max_model_calls, minimum=0)
@@ -82,6 +99,32 @@ class RunLimits:
         _check_int("max_retries_per_call", self.max_retries_per_call, minimum=0, allow_none=True)
         _check_int("max_concurrency", self.max_concurrency, minimum=1, allow_none=True)
         _check_int("max_depth", self.max_depth, minimum=0)
+        _check_int("max_total_tokens", self.max_total_tokens, minimum=1, allow_none=True)
+        _check_int("max_input_tokens_per_request", self.max_input_tokens_per_request, minimum=1, allow_none=True)
+        if self.max_cost_usd is not None:
+            object.__setattr__(self, "max_cost_usd", _dollars(self.max_cost_usd))
+        if self.unknown_price not in ("refuse", "allow", "warn"):
+            raise ConfigurationError(f"unknown_price must be 'refuse', 'allow' or 'warn', got {self.unknown_price!r}")
+
+    @property
+    def has_budget(self) -> bool:
+        """Whether any tree-wide spending limit is set."""
+        return not (
+            self.max_cost_usd is None and self.max_total_tokens is None and self.max_input_tokens_per_request is None
+        )
+
+
+def _dollars(value: object) -> Decimal:
+    """A dollar amount as a ``Decimal`` (ints, floats and strings accepted; floats via their ``str``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str | Decimal):
+        raise ConfigurationError(f"max_cost_usd must be a number of dollars, got {type(value).__name__}")
+    try:
+        amount = Decimal(str(value)) if isinstance(value, float) else Decimal(value)
+    except InvalidOperation:
+        raise ConfigurationError(f"max_cost_usd must be a number of dollars, got {value!r}") from None
+    if not amount.is_finite() or amount < 0:
+        raise ConfigurationError(f"max_cost_usd must be a finite amount >= 0, got {value!r}")
+    return amount
 
 
 class LimitTracker:

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 
+from ._approval import gate_tool_call
+from ._budget import bind_budgets, check_request_budget
 from ._errors import (
     Cancelled,
     LimitExceeded,
@@ -111,14 +113,15 @@ class RunLoop:
     async def run(self) -> AgentRun:
         """Run to the end; returns the ``AgentRun`` whatever the outcome (errors are in ``run.error``)."""
         ctx = self.ctx
-        saved = ctx.deadline, ctx.streaming
+        saved = ctx.deadline, ctx.streaming, ctx.budgets
         ctx.deadline, ctx.streaming = self.limits.deadline, self.streaming
+        ctx.budgets = bind_budgets(ctx, self.harness.policy.limits)  # spending limits bind the subtree too
         max_depth = ctx.config.max_depth
         ctx.config = self._bound_config(ctx.config)
         try:
             return await self._drive()
         finally:
-            ctx.deadline, ctx.streaming = saved
+            ctx.deadline, ctx.streaming, ctx.budgets = saved
             if ctx.config.max_depth != max_depth:  # steering may have replaced the config meanwhile: keep that
                 ctx.config = replace(ctx.config, max_depth=max_depth)
 
@@ -202,6 +205,8 @@ class RunLoop:
             request = await harness.middleware.before_model(ctx, request)
             request = await harness.fit_context(ctx, request)
             await harness.middleware.before_send(ctx, request)
+            if ctx.budgets:  # refused here, the request is never sent
+                check_request_budget(ctx, harness, request, self.messages)
             call_id = str(policy.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
@@ -491,6 +496,17 @@ class RunLoop:
             if policy.invalid_args == "fail":
                 raise ToolArgumentsError(message, tool_name=call.name, call_id=call.id)
             return ToolResult.error(message)
+        gated = await gate_tool_call(
+            self.ctx,
+            tool,
+            call,
+            unattended=policy.unattended_approval,
+            remaining_s=self.limits.remaining_s,
+            on_deadline=self._timeout,
+        )
+        if isinstance(gated, ToolResult):  # denied: the model is told why
+            return gated
+        call = gated
         tool_timeout = tool.timeout_s if tool.timeout_s is not None else policy.tool_timeout_s
         run_remaining = self.limits.remaining_s()
         budget = _min_optional(tool_timeout, run_remaining)

@@ -197,6 +197,7 @@ class FunctionTool(Generic[P, R]):
         timeout_s: float | None = None,
         strict: bool = False,
         in_thread: bool | None = None,
+        requires_approval: bool | Callable[..., Any] = False,
     ) -> None:
         if isinstance(function, FunctionTool):  # re-wrapping, e.g. to rename: start from the plain function
             function = function.function
@@ -220,6 +221,10 @@ class FunctionTool(Generic[P, R]):
         self._timeout_s = None if timeout_s is None else float(timeout_s)
         self._strict = bool(strict)
         self._in_thread = not self._is_async and in_thread is not False
+        if not (isinstance(requires_approval, bool) or callable(requires_approval)):
+            raise ToolDefinitionError(f"tool `{name}`: requires_approval must be a bool or a callable")
+        self.requires_approval = requires_approval
+        """``True``, or a per-call rule ``(ctx, arguments) -> True | False | "ask" | "approve" | "deny"``."""
         functools.update_wrapper(self, function, updated=())
 
         doc_description, param_docs = _parse_docstring(getattr(function, "__doc__", None))
@@ -324,6 +329,13 @@ class FunctionTool(Generic[P, R]):
         """Whether the function runs in a worker thread (sync functions, unless ``in_thread=False``)."""
         return self._in_thread
 
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> None:
+        """Raise ``ToolArgumentsError`` when ``arguments`` would not validate (e.g. edited ones, before approval)."""
+        try:
+            self._validate({k: v for k, v in arguments.items() if k not in self._injected})
+        except ValidationError as exc:
+            raise ToolArgumentsError(_format_errors(self._name, exc), tool_name=self._name) from exc
+
     async def call(self, ctx: RunContext[Any], arguments: Mapping[str, Any]) -> ToolResult:
         """Validate the model's arguments, inject runtime values, run the function and wrap its result.
 
@@ -387,6 +399,7 @@ def tool(
     timeout_s: float | None = None,
     strict: bool = False,
     in_thread: bool | None = None,
+    requires_approval: bool | Callable[..., Any] = False,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -398,6 +411,7 @@ def tool(
     timeout_s: float | None = None,
     strict: bool = False,
     in_thread: bool | None = None,
+    requires_approval: bool | Callable[..., Any] = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -410,6 +424,7 @@ def tool(
     timeout_s: float | None = None,
     strict: bool = False,
     in_thread: bool | None = None,
+    requires_approval: bool | Callable[..., Any] = False,
 ) -> Any:
     """Turn a typed function (sync or async) into a ``FunctionTool``; usable bare or with options.
 
@@ -420,6 +435,8 @@ def tool(
         timeout_s: A per-call time limit the agent loop enforces (``None``: none of its own).
         strict: Ask providers for strict schema adherence (``ToolSchema.strict``).
         in_thread: Run a sync function in a worker thread (default) or inline (``False``).
+        requires_approval: Wait for a person before each call (``True``), or decide per call with
+            ``(ctx, arguments) -> True | False | "ask" | "approve" | "deny"`` (see ``ApprovalDesk``).
 
     Raises:
         ToolDefinitionError: The function cannot be described to a model (see the module docstring).
@@ -427,7 +444,13 @@ def tool(
 
     def decorate(fn: Callable[..., Any]) -> FunctionTool[..., Any]:
         return FunctionTool(
-            fn, name=name, description=description, timeout_s=timeout_s, strict=strict, in_thread=in_thread
+            fn,
+            name=name,
+            description=description,
+            timeout_s=timeout_s,
+            strict=strict,
+            in_thread=in_thread,
+            requires_approval=requires_approval,
         )
 
     return decorate if function is None else decorate(function)

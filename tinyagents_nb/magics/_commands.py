@@ -20,6 +20,7 @@ from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import Tool, known_providers
 
+from ._approval_commands import APPROVAL_COMMANDS
 from ._display import context_text, models_frame, tools_frame, usd_text
 from ._handle import NotebookRun
 from ._mcp import mcp_command
@@ -236,6 +237,7 @@ COMMANDS: Mapping[str, Command] = {
     "journal": _journal,
     "mcp": mcp_command,
     "reset": _reset,
+    **APPROVAL_COMMANDS,
 }
 
 

@@ -30,11 +30,12 @@ from typing import Any, Protocol, TypeVar, cast
 from IPython.core import magic, magic_arguments
 from IPython.core.error import UsageError
 from IPython.display import display as _display
-from traitlets import Bool, Float, Int, Unicode, observe
+from traitlets import Bool, Enum, Float, Int, Unicode, observe
 
 from tinyagents_nb.harness import TinyAgentsError
 from tinyagents_nb.widgets import RunDashboard
 
+from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command
 from ._handle import NotebookRun, RunMode
 from ._interpolate import InterpolationError, interpolate
@@ -98,6 +99,18 @@ class AgentMagics(magic.Magics):
     max_model_calls = Int(25, min=1, help="Default cap on model calls per run (--max-model-calls overrides).").tag(
         config=True
     )
+    max_cost_usd = Float(
+        None, allow_none=True, min=0.0, help="Dollar cap of each run's tree (sub-agents included); None: no cap."
+    ).tag(config=True)
+    session_max_cost_usd = Float(
+        None, allow_none=True, min=0.0, help="Dollar cap across every run of the session; None: no cap."
+    ).tag(config=True)
+    approvals = Enum(
+        ("auto", "ask", "deny", "approve"),
+        "auto",
+        help="Tool calls that need approval: ask when the frontend can click (auto), always ask, or decide "
+        "every one at once (deny, approve); auto denies under nbclient, papermill and nbval.",
+    ).tag(config=True)
     store_path = Unicode(
         "",
         help="SQLite file for history, session state and the event journal; empty keeps them in memory. "
@@ -127,8 +140,10 @@ class AgentMagics(magic.Magics):
         if self.system_prompt or not only_set:
             session.system_prompt = self.system_prompt or None
         session.max_model_calls = self.max_model_calls
+        session.max_cost_usd, session.session_max_cost_usd = self.max_cost_usd, self.session_max_cost_usd
+        session.approvals, session.can_answer = self.approvals, lambda: frontend_can_answer(self.shell)
 
-    @observe("default_model", "system_prompt", "max_model_calls")
+    @observe("default_model", "system_prompt", "max_model_calls", "max_cost_usd", "session_max_cost_usd", "approvals")
     def _settings_changed(self, change: Any) -> None:
         if self._ready:
             self._apply(self.session)

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
-from typing import TYPE_CHECKING, Any, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
 
 from tinyagents_nb.harness import (
     AgentEvent,
@@ -50,6 +50,7 @@ from tinyagents_nb.harness import (
 )
 
 from . import _display
+from ._budget import session_budget, unattended_decision
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._mcp import SessionServers
@@ -93,6 +94,14 @@ class NotebookSession:
         self.max_model_calls = max_model_calls
         self.mcp = SessionServers()
         """MCP servers whose tools every run gets (``%agent mcp``); they outlive ``reset``, like tools."""
+        self.max_cost_usd: float | None = None
+        """Dollar cap of each run's tree (``None``: none)."""
+        self.session_max_cost_usd: float | None = None
+        """Dollar cap across every run of the session (``None``: none)."""
+        self.approvals = "auto"
+        """``auto`` (ask when the frontend can answer), ``ask``, ``deny`` or ``approve`` (see ``_budget``)."""
+        self.can_answer: Callable[[], bool] = lambda: True
+        """Whether whoever executes the current cell can click (the magics read the kernel's request)."""
         self._built: dict[str, ChatModel] = {}
         self._offline: ChatModel | None = None
         self.loop = SessionLoop()
@@ -256,21 +265,29 @@ class NotebookSession:
         chat_model = self.resolve_model(model)
         tools, servers = self.mcp.split(tools)  # an MCP server's name in --tools selects its tools
         selected = self._select_tools(tools)
-        limits = RunLimits(max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls)
+        unknown_price: Literal["allow", "refuse"] = "allow" if isinstance(chat_model, OfflineModel) else "refuse"
+        limits = RunLimits(
+            max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls,
+            max_cost_usd=self.max_cost_usd,
+            unknown_price=unknown_price,
+        )
+        attended, unattended = unattended_decision(self.approvals, self.can_answer)
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=[*selected, *servers],
             middleware=[self._memory],
-            policy=RunPolicy(limits=limits),
+            policy=RunPolicy(limits=limits, unattended_approval=unattended),
             system_prompt=system or self.system_prompt,
             name=name,
         )
         if new_thread or thread_id is not None:
             self.use_thread(thread_id)
         ctx = self.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
+        ctx.budgets = session_budget(self.session_max_cost_usd, unknown_price)
         if timeout_s is not None:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(prompt, context=ctx)
+        stream.approvals.attended = attended
         run = NotebookRun(
             stream=stream,
             harness=harness,

@@ -24,6 +24,7 @@ from typing import Any
 
 from tinyagents_nb.harness import AgentStream, ConfigurationError, CostRecord, TokenEstimator
 
+from ._approvals import ApprovalCards
 from ._bridge import Flusher, when_done
 from ._controls import PAUSING_NOTICE, RunControls
 from ._costs import CostTable
@@ -83,6 +84,7 @@ class RunDashboard:
         self.tree = AgentTree(self.run_id, title or "agent", max_nodes=max_history)
         self.header = RunHeader()
         self.controls = RunControls(stream)
+        self.approvals = ApprovalCards(stream)
         self.gauge = ContextGauge(max_marks=max_history)
         self.transcript = TranscriptPane(max_segments=max_history)
         self.tools = ToolCallsPane(max_rows=max_history)
@@ -108,6 +110,7 @@ class RunDashboard:
                 widgets.HTML(value=STYLESHEET),
                 self.header.widget,
                 self.controls.widget,
+                self.approvals.widget,
                 self.gauge.widget,
                 self.transcript.widget,
                 self._tools_section,
@@ -154,6 +157,7 @@ class RunDashboard:
         self._detach()
         self.transcript.close()
         self.tools.close()
+        self.approvals.close()
         self.widget.close()
 
     # ------------------------------------------------------------------ the run's end (loop thread)
@@ -242,6 +246,8 @@ class RunDashboard:
             return "stopping"
         if self.stream.status.phase == "paused":
             return "paused"
+        if self.approvals.pending:  # Stop stays live meanwhile
+            return "awaiting approval"
         return "pausing" if controls.pause_requested else "running"
 
     def _belongs(self, record: CostRecord) -> bool:
@@ -264,6 +270,7 @@ class RunDashboard:
                     self.state, status=status, now=now, totals=self._totals(), notice=self._notice(status)
                 )
                 self.controls.render(status=status, terminal=terminal)
+                self.approvals.render(terminal=terminal)
                 self.gauge.render(ctx.context_window, self.state.error)
                 self.transcript.render(waiting=not terminal)
                 self.tools.render()
