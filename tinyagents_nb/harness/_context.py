@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar, cast, overload
 
 from ._cancel import CancellationToken
+from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._cost import CostRecord, CostTracker
 from ._errors import ConfigurationError, SubAgentDepthError
 from ._events import AgentEvent, CostRecorded, UsageRecorded
@@ -217,12 +218,14 @@ class RunContext(Generic[DataT]):
     __slots__ = (
         "cache",
         "cancellation",
+        "clock",
         "config",
         "context_window",
         "costs",
         "data",
         "deadline",
         "events",
+        "ids",
         "steering",
         "stores",
         "streaming",
@@ -245,6 +248,10 @@ class RunContext(Generic[DataT]):
     descendant outlives its ancestor's wall-clock budget."""
     streaming: bool
     """Whether the enclosing run streams; sub-agents inherit it so their deltas reach the shared sink too."""
+    clock: Clock
+    """Stamps event ``ts``; a run installs its policy's clock while it runs, and children inherit it."""
+    ids: IdSource
+    """Mints child run ids; a run installs its policy's id source while it runs, and children inherit it."""
 
     @overload
     def __init__(
@@ -305,6 +312,8 @@ class RunContext(Generic[DataT]):
         self.steering = steering
         self.deadline: float | None = None
         self.streaming = False
+        self.clock = SYSTEM_CLOCK
+        self.ids = RANDOM_IDS
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
@@ -372,7 +381,11 @@ class RunContext(Generic[DataT]):
     ) -> RunContext[Any]:
         """Derive a nested run's context by the inheritance rules (see the module docstring)."""
         config = self.config.child(
-            run_id=run_id, thread_id=thread_id, tags=tags, metadata=metadata, configurable=configurable
+            run_id=run_id if run_id is not None else self.ids.run_id(),
+            thread_id=thread_id,
+            tags=tags,
+            metadata=metadata,
+            configurable=configurable,
         )
         # both ledgers learn the link now: a middle run that records nothing itself (a cache hit, a
         # provider without usage) must still carry its subtree's usage and cost up to the root
@@ -391,6 +404,8 @@ class RunContext(Generic[DataT]):
         )
         child.deadline = self.deadline
         child.streaming = self.streaming
+        child.clock = self.clock
+        child.ids = self.ids
         return child
 
     def new_root(
@@ -464,6 +479,7 @@ class RunContext(Generic[DataT]):
             parent_run_id=config.parent_run_id,
             root_run_id=config.root_run_id or config.run_id,
             depth=config.depth,
+            ts=self.clock.time(),
             **fields,
         )
         self.events.emit(event)

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, TypeAlias
 
 import anyio
 
+from ._clock import RANDOM_IDS, SYSTEM_CLOCK
+from ._configurable import ModelOverrides
 from ._errors import (
     Cancelled,
     LimitExceeded,
@@ -35,7 +37,9 @@ from ._events import (
     ModelDelta,
     ModelDiscarded,
     ModelFailed,
+    ModelSelected,
     ModelStarted,
+    RateLimitWaited,
     RetryScheduled,
     RunCancelledEvent,
     RunCompleted,
@@ -45,7 +49,7 @@ from ._events import (
     ToolFailed,
     ToolStarted,
 )
-from ._limits import LimitTracker
+from ._limits import LimitKind, LimitTracker
 from ._messages import (
     AssistantMessage,
     Message,
@@ -96,7 +100,9 @@ class RunLoop:
         self.streaming = streaming
         self.status = status
         policy = harness.policy
-        self.clock = policy.clock
+        # a policy's own clock/ids win; else the tree's (so a deterministic root makes its children so)
+        self.clock = policy.clock if policy.clock is not SYSTEM_CLOCK else ctx.clock
+        self.ids = policy.ids if policy.ids is not RANDOM_IDS else ctx.ids
         self.limits = LimitTracker.for_run(policy.limits, ctx.config, clock=self.clock.monotonic, deadline=ctx.deadline)
         self.partial: StreamAccumulator | None = None
         self.structured: StructuredOutput | None = None
@@ -106,19 +112,21 @@ class RunLoop:
         self.streamed = False  # whether the current attempt has emitted a delta
         self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
         self.started = self.clock.monotonic()
+        self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
 
     # ---------------------------------------------------------------------------- driver
     async def run(self) -> AgentRun:
         """Run to the end; returns the ``AgentRun`` whatever the outcome (errors are in ``run.error``)."""
         ctx = self.ctx
-        saved = ctx.deadline, ctx.streaming
+        saved = ctx.deadline, ctx.streaming, ctx.clock, ctx.ids
         ctx.deadline, ctx.streaming = self.limits.deadline, self.streaming
+        ctx.clock, ctx.ids = self.clock, self.ids  # event ts and child run ids
         max_depth = ctx.config.max_depth
         ctx.config = self._bound_config(ctx.config)
         try:
             return await self._drive()
         finally:
-            ctx.deadline, ctx.streaming = saved
+            ctx.deadline, ctx.streaming, ctx.clock, ctx.ids = saved
             if ctx.config.max_depth != max_depth:  # steering may have replaced the config meanwhile: keep that
                 ctx.config = replace(ctx.config, max_depth=max_depth)
 
@@ -171,6 +179,7 @@ class RunLoop:
 
     async def _body(self) -> str:
         harness, ctx, limits, policy = self.harness, self.ctx, self.limits, self.harness.policy
+        self.overrides = overrides = ModelOverrides.read(ctx.config.configurable, harness.model_chain, depth=ctx.depth)
         await harness.middleware.before_agent(ctx, self.messages)
         tool_schemas = harness.tools.schemas()
         output = harness.output
@@ -188,9 +197,11 @@ class RunLoop:
                 messages=tuple(self.messages),
                 tools=tool_schemas,
                 model=harness.model.model_name,
-                max_output_tokens=_min_optional(policy.max_output_tokens, ctx.config.max_turn_output_tokens),
-                temperature=policy.temperature,
-                settings=policy.model_settings,
+                max_output_tokens=_min_optional(
+                    overrides.max_output_tokens or policy.max_output_tokens, ctx.config.max_turn_output_tokens
+                ),
+                temperature=policy.temperature if overrides.temperature is None else overrides.temperature,
+                settings=overrides.settings(policy.model_settings),
                 thread_id=ctx.config.thread_id,
             )
             if output is not None and strategy is not None:
@@ -198,7 +209,7 @@ class RunLoop:
             request = await harness.middleware.before_model(ctx, request)
             request = await harness.fit_context(ctx, request)
             await harness.middleware.before_send(ctx, request)
-            call_id = str(policy.ids.call_id())
+            call_id = str(self.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
             response = await self._call_model(request, call_id)
@@ -243,6 +254,9 @@ class RunLoop:
         harness, ctx, policy = self.harness, self.ctx, self.harness.policy
         cache = harness.response_cache_for(ctx)
         models: Sequence[ChatModel] = harness.model_chain
+        first = self.overrides.model
+        if first:  # configurable picked a fallback model to go first
+            models = (models[first], *models[:first], *models[first + 1 :])
         last_error: BaseException | None = None
         self.attempt = 0
         for index, model in enumerate(models):
@@ -256,6 +270,8 @@ class RunLoop:
                     to_model=model.model_name,
                     error=_error_text(last_error),
                 )
+            reason = "fallback" if index else ("configurable" if first is not None else "primary")
+            ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
             ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
             started = self.clock.monotonic()
             key = None
@@ -342,9 +358,11 @@ class RunLoop:
         limiter = harness.policy.rate_limiter
         if limiter is not None:
             try:
-                await limiter.acquire(cancellation=ctx.cancellation, timeout_s=self.limits.remaining_s())
+                waited = await limiter.acquire(cancellation=ctx.cancellation, timeout_s=self.limits.remaining_s())
             except TimeoutError:  # the wait for a token cannot end before the run's deadline
                 raise self._timeout() from None
+            if waited > 0:
+                ctx.emit(RateLimitWaited, call_id=call_id, waited_s=waited)
         with ctx.cancellation.scope(timeout_s=self.limits.remaining_s()):
             if not self.streaming:
                 return await model.invoke(request)
@@ -400,7 +418,7 @@ class RunLoop:
             result, duration, fatal, ran = outcome
             if not ran:  # stopped before it started: it emitted nothing, so nothing to close
                 if first_fatal is None and isinstance(fatal, RunTimeout):
-                    ctx.emit(LimitReached, limit=fatal.limit, maximum=fatal.maximum)
+                    ctx.emit(LimitReached, limit=LimitKind.of(fatal.limit), maximum=fatal.maximum)
                 first_fatal = first_fatal or fatal
                 continue
             if fatal is not None:
@@ -517,13 +535,13 @@ class RunLoop:
         try:
             check()
         except LimitExceeded as exc:
-            self.ctx.emit(LimitReached, limit=exc.limit, maximum=exc.maximum)
+            self.ctx.emit(LimitReached, limit=LimitKind.of(exc.limit), maximum=exc.maximum)
             raise
 
     def _timeout(self) -> RunTimeout:
         raw = self.limits.wall_clock_s
         limit = round(raw, 3) if raw is not None else None
-        self.ctx.emit(LimitReached, limit="wall_clock", maximum=limit)
+        self.ctx.emit(LimitReached, limit=LimitKind.WALL_CLOCK, maximum=limit)
         shown = f"{limit:g} s" if limit is not None else "inherited"
         return RunTimeout(f"run {self.ctx.run_id} ran out of its {shown} budget", timeout_s=limit)
 
