@@ -70,6 +70,14 @@ def sample_events() -> list[E.AgentEvent]:
         E.MemoryLoaded(thread_id="t-1", messages=4, **lineage(26)),
         E.MemorySaved(thread_id="t-1", messages=6, **lineage(27)),
         E.StructuredRepair(attempt=1, max_attempts=2, output="Weather", strategy="tool", error="bad ✓", **lineage(28)),
+        E.ModelSelected(call_id="c1", model="big", provider="openai", reason="configurable", **lineage(29)),
+        E.RateLimitWaited(call_id="c1", waited_s=0.375, **lineage(30)),
+        E.MiddlewareStarted(middleware="Trim", hook="before_model", **lineage(31)),
+        E.MiddlewareCompleted(middleware="Trim", hook="before_tool", duration_s=0.5, error="KeyError", **lineage(32)),
+        E.ToolDeltaEvent(
+            call_id="t1", tool_name="crawl", message="page 2/5 ✓", progress=0.4, data={"pages": [1, 2]}, **lineage(33)
+        ),
+        E.LimitReached(limit=E.LimitKind.WALL_CLOCK, maximum=2.5, **lineage(34)),
     ]
     return events
 

@@ -90,7 +90,7 @@ async def test_tools_updates_and_final_modes() -> None:
     assert all(k in MODE_KINDS["tools"] for k in tools)
     updates = [c.data.kind for c in chunks if c.mode == "updates"]
     assert updates[0] == "run.started" and updates[-1] == "run.completed"
-    assert {"subagent.started", "subagent.completed", "model.selected", "model.started"} <= set(updates)
+    assert {"subagent.started", "subagent.completed", "model.started", "model.completed"} <= set(updates)
     assert "model.delta" not in updates and "usage.recorded" not in updates
     final = chunks[-1]
     assert final.mode == "final" and isinstance(final.data, AgentRun)

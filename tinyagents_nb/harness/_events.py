@@ -107,16 +107,18 @@ class RunCancelledEvent(AgentEvent):
 # ------------------------------------------------------------------------------------------ model
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelSelected(AgentEvent):
-    """Which model serves call ``call_id``, and why (``primary``, ``fallback`` or ``configurable``).
+    """Which model serves call ``call_id`` when it is not simply the harness's primary model, and why.
 
-    Emitted just before that model's ``model.started``, once per model tried.
+    ``reason`` is ``fallback`` (the previous model failed) or ``configurable`` (the run's
+    ``RunConfig.configurable["model"]`` chose it); emitted just before that model's ``model.started``.
+    A call served by the primary model as configured emits none, keeping the common path quiet.
     """
 
     kind: Literal["model.selected"] = "model.selected"
     call_id: str
     model: str
     provider: str | None = None
-    reason: str = "primary"
+    reason: str = "fallback"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

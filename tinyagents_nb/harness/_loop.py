@@ -270,8 +270,9 @@ class RunLoop:
                     to_model=model.model_name,
                     error=_error_text(last_error),
                 )
-            reason = "fallback" if index else ("configurable" if first is not None else "primary")
-            ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
+            if index or first is not None:  # a choice was made: the primary model is the quiet default
+                reason = "fallback" if index else "configurable"
+                ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
             ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
             started = self.clock.monotonic()
             key = None
