@@ -109,6 +109,10 @@ from ._harness import (
     AgentStream as AgentStream,
     RunPolicy as RunPolicy,
 )
+from ._hook_counts import (
+    HookCounter as HookCounter,
+    HookCounts as HookCounts,
+)
 from ._ids import (
     CallId as CallId,
     CellId as CellId,
@@ -337,6 +341,10 @@ from ._tokens import (
     estimate_tokens as estimate_tokens,
     tokenizer_for_model as tokenizer_for_model,
 )
+from ._tool_progress import (
+    ToolDelta as ToolDelta,
+    ToolReporter as ToolReporter,
+)
 from ._tool_registry import (
     ToolRegistry as ToolRegistry,
 )
@@ -437,6 +445,8 @@ __all__ = [
     "FunctionTool",
     "HarnessRunStatus",
     "HeuristicCounter",
+    "HookCounter",
+    "HookCounts",
     "IdSource",
     "Identifier",
     "ImageRef",
@@ -602,11 +612,13 @@ __all__ = [
     "ToolChoice",
     "ToolCompleted",
     "ToolDefinitionError",
+    "ToolDelta",
     "ToolDeltaEvent",
     "ToolError",
     "ToolFailed",
     "ToolMessage",
     "ToolRegistry",
+    "ToolReporter",
     "ToolResult",
     "ToolSchema",
     "ToolStarted",

@@ -66,6 +66,7 @@ from ._run import AgentRun, HarnessRunStatus
 from ._steering import SteeringHandle, apply_batch
 from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
+from ._tool_progress import bind_reporter, unbind_reporter
 from ._tools import Tool, ToolResult
 
 if TYPE_CHECKING:
@@ -468,11 +469,14 @@ class RunLoop:
         ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
         started = self.clock.monotonic()
         self.live_tools[id(call)] = (call, started)
+        reporter = bind_reporter(ctx, call, self.harness.middleware)  # for a ToolReporter parameter
         try:
             result = await self._execute_inner(call)
         except Exception as exc:
             self.live_tools.pop(id(call), None)
             return ToolResult.error(_error_text(exc)), self.clock.monotonic() - started, exc, True
+        finally:
+            unbind_reporter(reporter)
         # (a task cancel leaves the call in live_tools, for _run_tools to close)
         self.live_tools.pop(id(call), None)
         return result, self.clock.monotonic() - started, None, True

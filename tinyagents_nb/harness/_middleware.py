@@ -17,11 +17,12 @@ from ._model import ModelRequest, ModelResponse
 if TYPE_CHECKING:
     from ._context import RunContext
     from ._run import AgentRun
+    from ._tool_progress import ToolDelta
     from ._tools import ToolResult
 
-__all__ = ["Middleware", "MiddlewareStack"]
+__all__ = ["HOOKS", "Middleware", "MiddlewareStack"]
 
-_HOOKS = (
+HOOKS = (
     "before_agent",
     "after_agent",
     "before_model",
@@ -29,6 +30,7 @@ _HOOKS = (
     "after_model",
     "on_model_delta",
     "before_tool",
+    "on_tool_delta",
     "after_tool",
     "on_error",
 )
@@ -73,6 +75,9 @@ class Middleware:
         """
         return call
 
+    def on_tool_delta(self, ctx: RunContext[Any], call: ToolCall, delta: ToolDelta) -> None:
+        """For each progress report of a running tool (synchronous, like ``on_model_delta``)."""
+
     async def after_tool(self, ctx: RunContext[Any], call: ToolCall, result: ToolResult) -> ToolResult:
         """After each tool call; return the result the model will see."""
         return result
@@ -108,11 +113,11 @@ class MiddlewareStack:
 
                 raise ConfigurationError(f"{mw!r} is not a Middleware instance")
         self._by_hook: dict[str, tuple[Middleware, ...]] = {}
-        for hook in _HOOKS:
+        for hook in HOOKS:
             chosen = tuple(mw for mw in self.middleware if _overrides(mw, hook))
             if wrap is not None:
                 chosen = tuple(wrap(mw, hook) for mw in chosen)
-            self._by_hook[hook] = chosen if hook.startswith("before") or hook == "on_model_delta" else chosen[::-1]
+            self._by_hook[hook] = chosen if hook.startswith(("before", "on_")) and hook != "on_error" else chosen[::-1]
 
     def has(self, hook: str) -> bool:
         return bool(self._by_hook[hook])
@@ -147,6 +152,10 @@ class MiddlewareStack:
         for mw in self._by_hook["before_tool"]:
             call = await mw.before_tool(ctx, call)
         return call
+
+    def on_tool_delta(self, ctx: RunContext[Any], call: ToolCall, delta: ToolDelta) -> None:
+        for mw in self._by_hook["on_tool_delta"]:
+            mw.on_tool_delta(ctx, call, delta)
 
     async def after_tool(self, ctx: RunContext[Any], call: ToolCall, result: ToolResult) -> ToolResult:
         for mw in self._by_hook["after_tool"]:

@@ -24,8 +24,8 @@ __all__ = ["TracedHook", "trace_hook"]
 
 
 def trace_hook(mw: Middleware, hook: str) -> Middleware:
-    """The ``MiddlewareStack`` wrap that emits events around ``mw``'s ``hook`` (all but ``on_model_delta``)."""
-    return mw if hook == "on_model_delta" else TracedHook(mw, hook)
+    """The ``MiddlewareStack`` wrap that emits events around ``mw``'s ``hook`` (not the per-delta hooks)."""
+    return mw if hook in ("on_model_delta", "on_tool_delta") else TracedHook(mw, hook)
 
 
 class TracedHook(Middleware):
