@@ -30,6 +30,10 @@ from ._context import (
     RunConfig as RunConfig,
     RunContext as RunContext,
 )
+from ._controls import (
+    SkipTool as SkipTool,
+    StopWithFinal as StopWithFinal,
+)
 from ._cost import (
     CostBreakdown as CostBreakdown,
     CostRecord as CostRecord,
@@ -72,6 +76,7 @@ from ._events import (
     CacheHit as CacheHit,
     CacheMiss as CacheMiss,
     ContextPressure as ContextPressure,
+    ControlApplied as ControlApplied,
     CostRecorded as CostRecorded,
     FallbackUsed as FallbackUsed,
     LimitReached as LimitReached,
@@ -421,6 +426,7 @@ __all__ = [
     "ContextProvidersMiddleware",
     "ContextTransform",
     "ContextWindow",
+    "ControlApplied",
     "CostBreakdown",
     "CostRecord",
     "CostRecorded",
@@ -558,6 +564,7 @@ __all__ = [
     "SessionState",
     "SetMetadata",
     "ShortTermMemory",
+    "SkipTool",
     "SteeringApplied",
     "SteeringCommand",
     "SteeringError",
@@ -565,6 +572,7 @@ __all__ = [
     "SteeringKind",
     "SteeringPolicy",
     "SteeringReceipt",
+    "StopWithFinal",
     "Store",
     "StoreChatHistory",
     "StoreError",

@@ -227,6 +227,7 @@ class RunContext(Generic[DataT]):
         "events",
         "ids",
         "steering",
+        "stop_request",
         "stores",
         "streaming",
         "usage",
@@ -252,6 +253,8 @@ class RunContext(Generic[DataT]):
     """Stamps event ``ts``; a run installs its policy's clock while it runs, and children inherit it."""
     ids: IdSource
     """Mints child run ids; a run installs its policy's id source while it runs, and children inherit it."""
+    stop_request: str | None
+    """A pending ``request_stop`` final text (not inherited: a child's stop does not end its parent)."""
 
     @overload
     def __init__(
@@ -314,6 +317,7 @@ class RunContext(Generic[DataT]):
         self.streaming = False
         self.clock = SYSTEM_CLOCK
         self.ids = RANDOM_IDS
+        self.stop_request: str | None = None
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
@@ -469,6 +473,12 @@ class RunContext(Generic[DataT]):
         for name in RunContext.__slots__:
             object.__setattr__(clone, name, getattr(self, name))
         return clone
+
+    def request_stop(self, final_text: str) -> None:
+        """End this run after the current round trip, with ``final_text`` as its answer (the last request wins)."""
+        if not isinstance(final_text, str):
+            raise ConfigurationError(f"final_text must be a str, got {type(final_text).__name__}")
+        self.stop_request = final_text
 
     # ---------------------------------------------------------------------------- events
     def emit(self, event_type: type[EventT], /, **fields: Any) -> EventT:

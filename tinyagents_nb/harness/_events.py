@@ -23,6 +23,7 @@ __all__ = [
     "CacheHit",
     "CacheMiss",
     "ContextPressure",
+    "ControlApplied",
     "CostRecorded",
     "FallbackUsed",
     "LimitReached",
@@ -329,6 +330,15 @@ class SteeringApplied(AgentEvent):
     kind: Literal["steering.applied"] = "steering.applied"
     command: str
     accepted: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ControlApplied(AgentEvent):
+    """A hook's control was honoured: ``stop_with_final`` ended the run with ``detail`` as its answer."""
+
+    kind: Literal["control.applied"] = "control.applied"
+    control: str
     detail: str = ""
 
 

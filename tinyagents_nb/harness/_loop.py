@@ -17,6 +17,7 @@ import anyio
 
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
+from ._controls import SkipTool, take_stop
 from ._errors import (
     Cancelled,
     LimitExceeded,
@@ -112,6 +113,7 @@ class RunLoop:
         self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
         self.streamed = False  # whether the current attempt has emitted a delta
         self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
+        self.supplied: dict[int, ToolResult] = {}  # results a before_tool hook supplied (SkipTool), by id(call)
         self.started = self.clock.monotonic()
         self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
 
@@ -188,7 +190,10 @@ class RunLoop:
         turn = None
         if output is not None and strategy is not None:
             turn = StructuredTurn(output, strategy, policy.structured_retries)
+        ctx.stop_request = None
         while True:
+            if (stop := take_stop(ctx)) is not None:  # a hook ended the run after the last round trip
+                return stop
             ctx.cancellation.raise_if_cancelled()
             if ctx.steering is not None:
                 await self._steering_checkpoint(ctx.steering)
@@ -208,6 +213,8 @@ class RunLoop:
             if output is not None and strategy is not None:
                 request = prepare_request(request, output, strategy)
             request = await harness.middleware.before_model(ctx, request)
+            if (stop := take_stop(ctx)) is not None:
+                return stop
             request = await harness.fit_context(ctx, request)
             await harness.middleware.before_send(ctx, request)
             call_id = str(self.ids.call_id())
@@ -230,7 +237,7 @@ class RunLoop:
                     continue  # a structured-output repair: ask the model again
                 calls = settled
             elif not calls:
-                return message.text
+                return stop if (stop := take_stop(ctx)) is not None else message.text
             self.status.phase = "tools"
             self.messages.extend(await self._run_tools(calls))
             self.status.tool_calls = self.tool_calls
@@ -391,7 +398,10 @@ class RunLoop:
             ctx.cancellation.raise_if_cancelled()
             self._check_limit(limits.check_deadline)
             self._check_limit(limits.record_tool_call)
-            admitted.append(await harness.middleware.before_tool(ctx, call))
+            decided = await harness.middleware.before_tool(ctx, call)
+            if isinstance(decided, SkipTool):
+                self.supplied[id(call)], decided = decided.result, call
+            admitted.append(decided)
         outcomes: list[_Outcome | None] = [None] * len(admitted)
         try:
             if len(admitted) == 1:
@@ -497,6 +507,8 @@ class RunLoop:
 
     async def _execute_inner(self, call: ToolCall) -> ToolResult:
         policy, tools = self.harness.policy, self.harness.tools
+        if self.supplied and (supplied := self.supplied.pop(id(call), None)) is not None:
+            return supplied  # a before_tool hook answered the call
         tool: Tool | None = tools.get(call.name)
         if tool is None:
             message = tools.unknown_tool_message(call.name, call.arguments)

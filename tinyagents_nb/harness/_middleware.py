@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._controls import SkipTool, StopWithFinal
 from ._messages import Message, MessageDelta, ToolCall
 from ._model import ModelRequest, ModelResponse
 
@@ -67,11 +68,12 @@ class Middleware:
     def on_model_delta(self, ctx: RunContext[Any], delta: MessageDelta) -> None:
         """For each streamed fragment (synchronous: it runs once per token)."""
 
-    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall:
+    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall | SkipTool:
         """Before each tool call is admitted; return the call to run (possibly changed).
 
-        Raising refuses the call and ends the run with that error (a policy decision, not a tool failure);
-        to let the model recover instead, return a call the tool will reject or use ``after_tool``.
+        Return ``SkipTool(result)`` to answer the call without running the tool. Raising refuses
+        the call and ends the run with that error (a policy decision, not a tool failure); to let
+        the model recover instead, skip it with an error result.
         """
         return call
 
@@ -131,8 +133,11 @@ class MiddlewareStack:
             await mw.after_agent(ctx, run)
 
     async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
-        for mw in self._by_hook["before_model"]:
-            request = await mw.before_model(ctx, request)
+        try:
+            for mw in self._by_hook["before_model"]:
+                request = await mw.before_model(ctx, request)
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return request
 
     async def before_send(self, ctx: RunContext[Any], request: ModelRequest) -> None:
@@ -140,17 +145,26 @@ class MiddlewareStack:
             await mw.before_send(ctx, request)
 
     async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
-        for mw in self._by_hook["after_model"]:
-            response = await mw.after_model(ctx, response)
+        try:
+            for mw in self._by_hook["after_model"]:
+                response = await mw.after_model(ctx, response)
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return response
 
     def on_model_delta(self, ctx: RunContext[Any], delta: MessageDelta) -> None:
         for mw in self._by_hook["on_model_delta"]:
             mw.on_model_delta(ctx, delta)
 
-    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall:
-        for mw in self._by_hook["before_tool"]:
-            call = await mw.before_tool(ctx, call)
+    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall | SkipTool:
+        try:
+            for mw in self._by_hook["before_tool"]:
+                decided = await mw.before_tool(ctx, call)
+                if isinstance(decided, SkipTool):
+                    return decided
+                call = decided
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return call
 
     def on_tool_delta(self, ctx: RunContext[Any], call: ToolCall, delta: ToolDelta) -> None:
@@ -158,8 +172,11 @@ class MiddlewareStack:
             mw.on_tool_delta(ctx, call, delta)
 
     async def after_tool(self, ctx: RunContext[Any], call: ToolCall, result: ToolResult) -> ToolResult:
-        for mw in self._by_hook["after_tool"]:
-            result = await mw.after_tool(ctx, call, result)
+        try:
+            for mw in self._by_hook["after_tool"]:
+                result = await mw.after_tool(ctx, call, result)
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return result
 
     async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:
