@@ -16,6 +16,9 @@ from ._builtin_middleware import (
 from ._cancel import (
     CancellationToken as CancellationToken,
 )
+from ._child_steering import (
+    SubAgentHandle as SubAgentHandle,
+)
 from ._clock import (
     RANDOM_IDS as RANDOM_IDS,
     SYSTEM_CLOCK as SYSTEM_CLOCK,
@@ -295,6 +298,7 @@ from ._steering import (
     SteeringCommand as SteeringCommand,
     SteeringHandle as SteeringHandle,
     SteeringKind as SteeringKind,
+    SteeringOutcome as SteeringOutcome,
     SteeringPolicy as SteeringPolicy,
     SteeringReceipt as SteeringReceipt,
     steering_from_dict as steering_from_dict,
@@ -570,6 +574,7 @@ __all__ = [
     "SteeringError",
     "SteeringHandle",
     "SteeringKind",
+    "SteeringOutcome",
     "SteeringPolicy",
     "SteeringReceipt",
     "StopWithFinal",
@@ -592,6 +597,7 @@ __all__ = [
     "SubAgent",
     "SubAgentCompleted",
     "SubAgentDepthError",
+    "SubAgentHandle",
     "SubAgentReused",
     "SubAgentSession",
     "SubAgentStarted",

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
+from ._child_steering import SubAgentHandle, find_child
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._context import RunConfig, RunContext
 from ._errors import ConfigurationError, SteeringError
@@ -474,6 +475,19 @@ class AgentStream(AsyncIterator[AgentEvent]):
                 hint="start it with a context that has a SteeringHandle (RunContext.with_steering)",
             )
         return handle.send(InjectMessage(message=UserMessage(text=command)) if isinstance(command, str) else command)
+
+    def children(self) -> list[SubAgentHandle]:
+        """Steerable handles of the sub-agents this run is running now (empty without a ``SteeringHandle``)."""
+        handle = self.context.steering
+        return [] if handle is None else list(handle._children())
+
+    def child(self, run_id: str) -> SubAgentHandle:
+        """The running sub-agent ``run_id`` (a child or any deeper descendant), to steer or cancel.
+
+        Raises:
+            SteeringError: None such is running.
+        """
+        return find_child(self.children(), run_id)
 
     def pause(self, reason: str | None = None) -> SteeringReceipt:
         """Hold the run at its next checkpoint (before its next model call)."""
