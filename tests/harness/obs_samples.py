@@ -78,6 +78,7 @@ def sample_events() -> list[E.AgentEvent]:
             call_id="t1", tool_name="crawl", message="page 2/5 ✓", progress=0.4, data={"pages": [1, 2]}, **lineage(33)
         ),
         E.LimitReached(limit=E.LimitKind.WALL_CLOCK, maximum=2.5, **lineage(34)),
+        E.ControlApplied(control="stop_with_final", detail="the answer ✓", **lineage(35)),
     ]
     return events
 
