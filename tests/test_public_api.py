@@ -74,3 +74,36 @@ def test_import_in_a_fresh_interpreter_loads_no_jupyter_module(module: str) -> N
     bad, heavy = eval(out)
     assert bad == [], f"importing {module} loaded Jupyter modules: {bad}"
     assert heavy == [], f"importing {module} eagerly loaded heavy modules: {heavy}"
+
+
+SEED_NAMES = (  # issue 13 rows built on seeds-a: each must stay public
+    "CONFIGURABLE_KEYS",
+    "ControlApplied",
+    "HookCounter",
+    "HookCounts",
+    "LimitKind",
+    "MODE_KINDS",
+    "MiddlewareCompleted",
+    "MiddlewareStarted",
+    "ModelOverrides",
+    "ModelSelected",
+    "RateLimitWaited",
+    "SkipTool",
+    "SteeringOutcome",
+    "StopWithFinal",
+    "StreamChunk",
+    "StreamMode",
+    "SubAgentHandle",
+    "ToolDelta",
+    "ToolDeltaEvent",
+    "ToolReporter",
+)
+
+
+def test_seed_names_are_public() -> None:
+    missing = [name for name in SEED_NAMES if name not in harness.__all__]
+    assert missing == []
+    for method in ("invoke_with_events", "invoke_streaming_with_status"):
+        assert callable(getattr(harness.AgentHarness, method))
+    for method in ("chunks", "children", "child"):
+        assert callable(getattr(harness.AgentStream, method))
