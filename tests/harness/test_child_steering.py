@@ -35,8 +35,9 @@ def steerable() -> RunContext[None]:
 
 async def wait_for_child(stream: object) -> SubAgentHandle:
     with anyio.fail_after(10):
-        while not stream.children():  # type: ignore[attr-defined]
-            await anyio.sleep(0.005)
+        async for event in stream:  # type: ignore[attr-defined]
+            if event.kind == "subagent.started":  # the child is listed before this is emitted
+                break
     (handle,) = stream.children()  # type: ignore[attr-defined]
     return handle  # type: ignore[no-any-return]
 
@@ -47,7 +48,8 @@ async def test_a_parent_redirects_a_running_child_and_it_ends_unlisted() -> None
     stream = parent_with_slow_child(SlowModel(inner, delay_s=0.2)).invoke_streaming("go", context=steerable())
     stream.start()
     handle = await wait_for_child(stream)
-    assert handle.name == "worker" and stream.child(handle.run_id) is handle
+    assert handle.name == "worker"
+    assert stream.child(handle.run_id) is handle
     receipt = handle.redirect("be brief")
     run = await stream.result()
     assert run.final_text == "parent done"
@@ -68,9 +70,11 @@ async def test_cancelling_a_child_stops_only_the_child() -> None:
     handle = await wait_for_child(stream)
     handle.cancel("not needed")
     run = await stream.result()
-    assert run.ok and run.final_text == "parent done"
+    assert run.ok
+    assert run.final_text == "parent done"
     (result,) = [m for m in run.messages if isinstance(m, ToolMessage)]
-    assert "cancelled: not needed" in result.text and handle.is_cancelled
+    assert "cancelled: not needed" in result.text
+    assert handle.is_cancelled
     assert not stream.context.cancellation.is_cancelled
 
 
@@ -82,24 +86,24 @@ async def test_cancelling_the_parent_still_stops_the_child() -> None:
     handle = await wait_for_child(stream)
     stream.cancel("stop all")
     run = await stream.wait()
-    assert run.status == "cancelled" and handle.is_cancelled
+    assert run.status == "cancelled"
+    assert handle.is_cancelled
 
 
 async def test_pause_outcome_and_no_children_without_steering() -> None:
     stream = parent_with_slow_child(SlowModel(ScriptedModel(["child"]), delay_s=0.2)).invoke_streaming("go")
-    stream.start()
-    await anyio.sleep(0.05)
+    async for event in stream:
+        if event.kind == "subagent.started":
+            break
     assert stream.children() == []  # the run accepts no steering, so neither do its children
     await stream.result()
     handle = SteeringHandle(SteeringPolicy.allow_all())
-    paused = AgentHarness(model=ScriptedModel(["x"])).invoke_streaming(
-        "go", context=RunContext().with_steering(handle)
-    )
+    paused = AgentHarness(model=ScriptedModel(["x"])).invoke_streaming("go", context=RunContext().with_steering(handle))
     handle.send(Pause())
-    paused.start()
     with anyio.fail_after(10):
-        while handle.outcome is None:
-            await anyio.sleep(0.005)
+        async for event in paused:
+            if event.kind == "steering.applied":
+                break
     assert handle.outcome is SteeringOutcome.PAUSE
     paused.resume()
     await paused.result()

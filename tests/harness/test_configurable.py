@@ -44,7 +44,8 @@ async def test_model_picks_one_of_the_harness_models_first() -> None:
     backup = ScriptedModel(["from backup"], model_name="large")
     harness = AgentHarness(model=primary, policy=RunPolicy(fallback=FallbackPolicy([backup])))
     run, events = await harness.invoke_with_events("x", config=RunConfig(configurable={"model": "test:large"}))
-    assert run.final_text == "from backup" and primary.calls == 0
+    assert run.final_text == "from backup"
+    assert primary.calls == 0
     (selected,) = [e for e in events if e.kind == "model.selected"]
     assert (selected.model, selected.reason) == ("large", "configurable")  # type: ignore[attr-defined]
 
@@ -52,12 +53,14 @@ async def test_model_picks_one_of_the_harness_models_first() -> None:
 async def test_an_unknown_model_fails_the_root_but_not_a_sub_agent() -> None:
     harness = AgentHarness(model=ScriptedModel(["a"], model_name="small"))
     run, _ = await harness.invoke_with_events("x", config=RunConfig(configurable={"model": "huge"}))
-    assert isinstance(run.error, ConfigurationError) and "huge" in str(run.error)
+    assert isinstance(run.error, ConfigurationError)
+    assert "huge" in str(run.error)
     child = SubAgent("helper", AgentHarness(model=ScriptedModel(["child ok"], model_name="tiny")), description="d")
     root_model = ScriptedModel([ScriptedModel.tool_call("helper", {"input": "q"}), "root ok"], model_name="huge")
     root = AgentHarness(model=root_model, tools=[child.as_tool()])
     run = await root.invoke("x", config=RunConfig(configurable={"model": "huge"}))
-    assert run.final_text == "root ok" and "child ok" in run.messages[-2].text
+    assert run.final_text == "root ok"
+    assert "child ok" in run.messages[-2].text
 
 
 @pytest.mark.parametrize(
@@ -73,8 +76,10 @@ async def test_an_unknown_model_fails_the_root_but_not_a_sub_agent() -> None:
 async def test_bad_values_fail_before_any_model_call(configurable: dict[str, object], match: str) -> None:
     model = ScriptedModel(["a"])
     run, events = await AgentHarness(model=model).invoke_with_events("x", config=RunConfig(configurable=configurable))
-    assert isinstance(run.error, ConfigurationError) and match in str(run.error)
-    assert model.calls == 0 and events[-1].kind == "run.failed"
+    assert isinstance(run.error, ConfigurationError)
+    assert match in str(run.error)
+    assert model.calls == 0
+    assert events[-1].kind == "run.failed"
 
 
 def test_the_documented_keys() -> None:

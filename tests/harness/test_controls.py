@@ -60,7 +60,8 @@ async def test_before_tool_skips_a_call_and_supplies_its_result() -> None:
     assert results == {"a": "cached: rainy", "b": "live: sunny"}
     assert later.saw == ["b"]  # a skipped call stops the before_tool chain
     completed = {e.call_id: e.output for e in events if e.kind == "tool.completed"}  # type: ignore[attr-defined]
-    assert completed == results and run.tool_calls == 2
+    assert completed == results
+    assert run.tool_calls == 2
 
 
 class StopAfterTool(Middleware):
@@ -84,8 +85,10 @@ async def test_stop_with_final_ends_the_run_after_the_round_trip() -> None:
     )
     harness = AgentHarness(model=model, tools=[FakeTool("lookup", ["r"])], middleware=[StopAfterTool()])
     run, events = await harness.invoke_with_events("go")
-    assert run.ok and run.final_text == "stopped with r"
-    assert model.calls == 1 and model.remaining == 1  # no second model call
+    assert run.ok
+    assert run.final_text == "stopped with r"
+    assert model.calls == 1
+    assert model.remaining == 1
     assert [m.tool_call_id for m in run.messages if isinstance(m, ToolMessage)] == ["a", "b"]  # both answered
     assert run.messages[-1].role == "tool"  # the final text is not added to the transcript
     kinds = [e.kind for e in events]
@@ -105,7 +108,8 @@ async def test_stop_from_before_model_skips_the_call() -> None:
     model = ScriptedModel([ScriptedModel.tool_call("lookup", {"city": "X"}), "never"])
     harness = AgentHarness(model=model, tools=[FakeTool("lookup")], middleware=[Budget()])
     run = await harness.invoke("go")
-    assert run.final_text == "budget reached" and model.calls == 1
+    assert run.final_text == "budget reached"
+    assert model.calls == 1
 
 
 async def test_a_tool_can_request_the_stop_and_after_model_can_replace_a_final_answer() -> None:
@@ -117,14 +121,16 @@ async def test_a_tool_can_request_the_stop_and_after_model_can_replace_a_final_a
 
     model = ScriptedModel([ScriptedModel.tool_call("finish", {"answer": "42"}), "never"])
     run = await AgentHarness(model=model, tools=[finish]).invoke("go")
-    assert run.final_text == "42" and model.calls == 1
+    assert run.final_text == "42"
+    assert model.calls == 1
 
     class Rewrite(Middleware):
         async def after_model(self, ctx, response):  # type: ignore[no-untyped-def]
             raise StopWithFinal("rewritten")
 
     run = await AgentHarness(model=ScriptedModel(["original"]), middleware=[Rewrite()]).invoke("go")
-    assert run.final_text == "rewritten" and run.messages[-1].text == "original"
+    assert run.final_text == "rewritten"
+    assert run.messages[-1].text == "original"
 
 
 async def test_a_stale_request_does_not_end_the_next_run() -> None:

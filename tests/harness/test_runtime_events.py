@@ -41,16 +41,20 @@ def two_turns() -> ScriptedModel:
 # ------------------------------------------------------------------------------------------ entry points
 async def test_invoke_with_events_returns_the_run_and_its_tree_events() -> None:
     run, events = await AgentHarness(model=two_turns(), tools=[lookup]).invoke_with_events("go")
-    assert run.ok and run.final_text == "done"
+    assert run.ok
+    assert run.final_text == "done"
     kinds = [e.kind for e in events]
-    assert kinds[0] == "run.started" and kinds[-1] == "run.completed"
-    assert kinds.count("tool.completed") == 1 and {e.run_id for e in events} == {run.run_id}
+    assert kinds[0] == "run.started"
+    assert kinds[-1] == "run.completed"
+    assert kinds.count("tool.completed") == 1
+    assert {e.run_id for e in events} == {run.run_id}
 
 
 async def test_invoke_with_events_never_raises_and_keeps_the_failed_runs_events() -> None:
     model = ScriptedModel([ProviderError("boom", retryable=False)])
     run, events = await AgentHarness(model=model).invoke_with_events("go")
-    assert run.status == "failed" and isinstance(run.error, ProviderError)
+    assert run.status == "failed"
+    assert isinstance(run.error, ProviderError)
     assert events[-1].kind == "run.failed"
 
 
@@ -62,8 +66,10 @@ async def test_the_streaming_twin_of_invoke_with_status_never_raises() -> None:
         if event.kind == "model.started":
             handle.cancel("enough")
     run = await handle  # no RunCancelled raised
-    assert run.status == "cancelled" and isinstance(run.error, RunCancelled)
-    assert handle.error is run.error and handle.status.status == "cancelled"
+    assert run.status == "cancelled"
+    assert isinstance(run.error, RunCancelled)
+    assert handle.error is run.error
+    assert handle.status.status == "cancelled"
     # the ordinary handle still raises
     plain = harness.invoke_streaming("go")
     plain.start()
@@ -93,10 +99,14 @@ async def test_middleware_events_only_when_asked() -> None:
     run, events = await loud.invoke_with_events("go")
     assert run.ok
     traced = [(e.kind, e.middleware, e.hook) for e in events if e.kind.startswith("middleware.")]  # type: ignore[attr-defined]
-    assert traced == [
-        ("middleware.started", "Tagger", "before_model"),
-        ("middleware.completed", "Tagger", "before_model"),
-    ] * 2  # two model calls; the hooks Tagger does not override are not traced
+    assert (
+        traced
+        == [
+            ("middleware.started", "Tagger", "before_model"),
+            ("middleware.completed", "Tagger", "before_model"),
+        ]
+        * 2
+    )  # two model calls; the hooks Tagger does not override are not traced
 
 
 async def test_a_raising_hook_completes_with_its_error_name() -> None:
@@ -117,7 +127,8 @@ async def test_rate_limit_waits_are_reported() -> None:
     assert run.ok
     waits = [e for e in events if e.kind == "rate_limit.waited"]
     assert len(waits) == 1  # the first call takes the burst token; the second waits for a refill
-    assert waits[0].waited_s > 0 and waits[0].call_id  # type: ignore[attr-defined]
+    assert waits[0].waited_s > 0
+    assert waits[0].call_id
 
 
 async def test_model_selected_names_the_model_and_why() -> None:
@@ -140,7 +151,8 @@ async def test_limit_reached_carries_a_limit_kind_with_the_old_string() -> None:
     run, events = await harness.invoke_with_events("go")
     assert isinstance(run.error, LimitExceeded)
     (reached,) = [e for e in events if isinstance(e, LimitReached)]
-    assert reached.limit is LimitKind.MODEL_CALLS and reached.limit == "model_calls"
+    assert reached.limit is LimitKind.MODEL_CALLS
+    assert reached.limit == "model_calls"
     assert reached.limit_kind is LimitKind.MODEL_CALLS
     assert event_to_dict(reached)["limit"] == "model_calls"
     assert json.dumps(event_to_dict(reached)["limit"]) == '"model_calls"'

@@ -59,7 +59,9 @@ class _FlakyStream(ScriptedModel):
 
 def agent_with_child() -> AgentHarness[None]:
     child = SubAgent("helper", AgentHarness(model=ScriptedModel(["child says hi"])), description="Helps.")
-    model = ScriptedModel([ScriptedModel.tool_calls([("lookup", {"city": "Rome"}), ("helper", {"input": "q"})]), "done"])
+    model = ScriptedModel(
+        [ScriptedModel.tool_calls([("lookup", {"city": "Rome"}), ("helper", {"input": "q"})]), "done"]
+    )
     return AgentHarness(model=model, tools=[lookup, child.as_tool()])
 
 
@@ -86,15 +88,21 @@ async def test_tools_updates_and_final_modes() -> None:
     stream = agent_with_child().invoke_streaming("go")
     chunks = await collect(stream, "tools", "updates", "final")
     tools = [c.data.kind for c in chunks if c.mode == "tools"]
-    assert tools.count("tool.started") == 2 and tools.count("tool.completed") == 2
+    assert tools.count("tool.started") == 2
+    assert tools.count("tool.completed") == 2
     assert all(k in MODE_KINDS["tools"] for k in tools)
     updates = [c.data.kind for c in chunks if c.mode == "updates"]
-    assert updates[0] == "run.started" and updates[-1] == "run.completed"
+    assert updates[0] == "run.started"
+    assert updates[-1] == "run.completed"
     assert {"subagent.started", "subagent.completed", "model.started", "model.completed"} <= set(updates)
-    assert "model.delta" not in updates and "usage.recorded" not in updates
+    assert "model.delta" not in updates
+    assert "usage.recorded" not in updates
     final = chunks[-1]
-    assert final.mode == "final" and isinstance(final.data, AgentRun)
-    assert final.data.final_text == "done" and final.run_id == stream.run_id and final.depth == 0
+    assert final.mode == "final"
+    assert isinstance(final.data, AgentRun)
+    assert final.data.final_text == "done"
+    assert final.run_id == stream.run_id
+    assert final.depth == 0
     assert [c.mode for c in chunks].count("final") == 1
     child_runs = {c.run_id for c in chunks if c.depth == 1}
     assert len(child_runs) == 1
@@ -131,7 +139,8 @@ async def test_only_the_handles_own_tree_never_a_concurrent_run_on_the_same_sink
         tg.start_soon(read, "a", a)
         tg.start_soon(read, "b", b)
     assert {c.run_id for c in got["a"]} == {"a"}
-    assert "a" not in {c.run_id for c in got["b"]} and "b" in {c.run_id for c in got["b"]}
+    assert "a" not in {c.run_id for c in got["b"]}
+    assert "b" in {c.run_id for c in got["b"]}
 
 
 async def test_a_nested_handle_sees_its_subtree_only() -> None:
@@ -140,14 +149,16 @@ async def test_a_nested_handle_sees_its_subtree_only() -> None:
     stream = agent_with_child().invoke_streaming("go", context=nested)
     chunks = await collect(stream, "updates", "final")
     assert "parent" not in {c.run_id for c in chunks}
-    assert chunks[-1].parent_run_id == "parent" and chunks[-1].depth == 1
+    assert chunks[-1].parent_run_id == "parent"
+    assert chunks[-1].depth == 1
 
 
 async def test_an_unknown_mode_is_a_clear_error_before_the_run_starts() -> None:
     stream = agent_with_child().invoke_streaming("go")
     with pytest.raises(ConfigurationError, match="unknown stream mode 'token'"):
         stream.chunks("messages", "token")
-    assert not stream.done and stream._task is None
+    assert not stream.done
+    assert stream._task is None
 
 
 async def test_stopping_early_releases_the_subscription() -> None:

@@ -69,12 +69,17 @@ async def test_reports_become_tool_delta_events_hooks_and_tools_chunks() -> None
     deltas = [c.data for c in chunks if c.data.kind == "tool.delta"]
     assert [(d.call_id, d.message) for d in deltas if d.call_id == "a"] == [("a", "page 1 of 2"), ("a", "page 2 of 2")]
     assert [d.progress for d in deltas if d.call_id == "b"] == pytest.approx([1 / 3, 2 / 3, 1.0])
-    assert deltas[0].data == {"page": 1} and deltas[0].tool_name == "crawl"
+    assert deltas[0].data == {"page": 1}
+    assert deltas[0].tool_name == "crawl"
     assert sorted(watcher.seen) == sorted((d.call_id, d.message, d.progress) for d in deltas)
     counts = counter.counts(run.run_id)
     assert isinstance(counts, HookCounts)
-    assert counts["on_tool_delta"] == 5 and counts["before_tool"] == 2 and counts["after_tool"] == 2
-    assert counts["before_model"] == 2 and counts["after_agent"] == 1 and counts["on_error"] == 0
+    assert counts["on_tool_delta"] == 5
+    assert counts["before_tool"] == 2
+    assert counts["after_tool"] == 2
+    assert counts["before_model"] == 2
+    assert counts["after_agent"] == 1
+    assert counts["on_error"] == 0
     assert counts.total == sum(counts.fired().values())
 
 

@@ -61,9 +61,11 @@ async def test_two_identical_runs_have_byte_identical_event_json(streaming: bool
     assert runs == {"run-1", "run-2"}  # the root and its sub-agent, both from the id source
     assert {e["depth"] for e in events} == {0, 1}
     tool_ids = {e["call_id"] for e in events if e["kind"] == "tool.started"}
-    assert len(tool_ids) == 3 and all(i.startswith("call-") for i in tool_ids)
+    assert len(tool_ids) == 3
+    assert all(i.startswith("call-") for i in tool_ids)
     stamps = [e["ts"] for e in events]
-    assert stamps == sorted(set(stamps)) and 1_700_000_000.0 <= stamps[0] < 1_700_000_000.1  # the fake clock's
+    assert stamps == sorted(set(stamps))
+    assert 1_700_000_000.0 <= stamps[0] < 1_700_000_000.1
 
 
 async def test_the_root_run_id_comes_from_the_id_source() -> None:
