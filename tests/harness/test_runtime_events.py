@@ -20,6 +20,7 @@ from tinyagents_nb.harness import (
     RunCancelled,
     RunLimits,
     RunPolicy,
+    SubAgent,
     event_to_dict,
     tool,
 )
@@ -48,6 +49,14 @@ async def test_invoke_with_events_returns_the_run_and_its_tree_events() -> None:
     assert kinds[-1] == "run.completed"
     assert kinds.count("tool.completed") == 1
     assert {e.run_id for e in events} == {run.run_id}
+
+
+async def test_a_sub_agent_invoked_on_its_own_returns_its_events() -> None:
+    helper = SubAgent("helper", AgentHarness(model=ScriptedModel(["hi"])), system_prompt="Be kind.")
+    run, events = await helper.invoke_with_events("go")
+    assert run.final_text == "hi"
+    assert run.messages[0].text == "Be kind."
+    assert [e.kind for e in events] == ["run.started", "model.started", "model.completed", "run.completed"]
 
 
 async def test_invoke_with_events_never_raises_and_keeps_the_failed_runs_events() -> None:

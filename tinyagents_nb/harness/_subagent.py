@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from ._child_steering import make_steerable
 from ._context import RunConfig, RunContext
 from ._errors import ConfigurationError, LimitExceeded, RunCancelled, RunTimeout, SubAgentDepthError
-from ._events import SubAgentCompleted, SubAgentReused, SubAgentStarted
+from ._events import AgentEvent, SubAgentCompleted, SubAgentReused, SubAgentStarted
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._model import ToolSchema
 from ._run import AgentRun
@@ -68,6 +68,12 @@ class SubAgent:
     async def invoke(self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None) -> AgentRun:
         """Run the sub-agent on its own, as a root run (its own sink, token and trackers)."""
         return await self.harness.invoke(self._input(input), config=config, data=data)
+
+    async def invoke_with_events(
+        self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None
+    ) -> tuple[AgentRun, list[AgentEvent]]:
+        """Run on its own, as a root run, and return the run with its events; never raises a run error."""
+        return await self.harness.invoke_with_events(self._input(input), config=config, data=data)
 
     async def invoke_in_parent(self, parent: RunContext[Any], input: AgentInput) -> AgentRun:
         """Run as a child of ``parent`` at ``parent.depth + 1``; raises the child's error.
