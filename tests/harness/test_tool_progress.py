@@ -111,5 +111,5 @@ async def test_hook_counts_are_per_run() -> None:
     assert counter.counts(first.run_id)["before_model"] == 1
     assert counter.counts()["before_model"] == 2
     assert counter.counts("nobody").total == 0
-    with pytest.raises(KeyError):
+    with pytest.raises(ConfigurationError, match="before_lunch"):
         HookCounts({"before_lunch": 1})

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._errors import ConfigurationError
 from ._messages import Message, MessageDelta, ToolCall
 from ._middleware import HOOKS, Middleware
 from ._model import ModelRequest, ModelResponse
@@ -34,7 +35,7 @@ class HookCounts(Mapping[str, int]):
         given = dict(counts or {})
         unknown = set(given) - set(HOOKS)
         if unknown:
-            raise KeyError(f"not middleware hooks: {', '.join(sorted(unknown))}")
+            raise ConfigurationError(f"not middleware hooks: {', '.join(sorted(unknown))}")
         self._counts = {hook: given.get(hook, 0) for hook in HOOKS}
 
     def __getitem__(self, hook: str) -> int:
