@@ -105,3 +105,36 @@ def test_importing_rlm_loads_no_jupyter_module() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+SEED_NAMES = (  # issue 13 rows built on seeds-a: each must stay public
+    "CONFIGURABLE_KEYS",
+    "ControlApplied",
+    "HookCounter",
+    "HookCounts",
+    "LimitKind",
+    "MODE_KINDS",
+    "MiddlewareCompleted",
+    "MiddlewareStarted",
+    "ModelOverrides",
+    "ModelSelected",
+    "RateLimitWaited",
+    "SkipTool",
+    "SteeringOutcome",
+    "StopWithFinal",
+    "StreamChunk",
+    "StreamMode",
+    "SubAgentHandle",
+    "ToolDelta",
+    "ToolDeltaEvent",
+    "ToolReporter",
+)
+
+
+def test_seed_names_are_public() -> None:
+    missing = [name for name in SEED_NAMES if name not in harness.__all__]
+    assert missing == []
+    for method in ("invoke_with_events", "invoke_streaming_with_status"):
+        assert callable(getattr(harness.AgentHarness, method))
+    for method in ("chunks", "children", "child"):
+        assert callable(getattr(harness.AgentStream, method))

@@ -85,6 +85,15 @@ def sample_events() -> list[E.AgentEvent]:
             wait_s=1.25,
             **lineage(30),
         ),
+        E.ModelSelected(call_id="c1", model="big", provider="openai", reason="configurable", **lineage(31)),
+        E.RateLimitWaited(call_id="c1", waited_s=0.375, **lineage(32)),
+        E.MiddlewareStarted(middleware="Trim", hook="before_model", **lineage(33)),
+        E.MiddlewareCompleted(middleware="Trim", hook="before_tool", duration_s=0.5, error="KeyError", **lineage(34)),
+        E.ToolDeltaEvent(
+            call_id="t1", tool_name="crawl", message="page 2/5 ✓", progress=0.4, data={"pages": [1, 2]}, **lineage(35)
+        ),
+        E.LimitReached(limit=E.LimitKind.WALL_CLOCK, maximum=2.5, **lineage(36)),
+        E.ControlApplied(control="stop_with_final", detail="the answer ✓", **lineage(37)),
     ]
     return events
 

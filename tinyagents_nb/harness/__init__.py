@@ -27,15 +27,26 @@ from ._builtin_middleware import (
 from ._cancel import (
     CancellationToken as CancellationToken,
 )
+from ._child_steering import (
+    SubAgentHandle as SubAgentHandle,
+)
 from ._clock import (
     RANDOM_IDS as RANDOM_IDS,
     SYSTEM_CLOCK as SYSTEM_CLOCK,
     Clock as Clock,
     IdSource as IdSource,
 )
+from ._configurable import (
+    CONFIGURABLE_KEYS as CONFIGURABLE_KEYS,
+    ModelOverrides as ModelOverrides,
+)
 from ._context import (
     RunConfig as RunConfig,
     RunContext as RunContext,
+)
+from ._controls import (
+    SkipTool as SkipTool,
+    StopWithFinal as StopWithFinal,
 )
 from ._cost import (
     CostBreakdown as CostBreakdown,
@@ -81,16 +92,21 @@ from ._events import (
     CacheHit as CacheHit,
     CacheMiss as CacheMiss,
     ContextPressure as ContextPressure,
+    ControlApplied as ControlApplied,
     CostRecorded as CostRecorded,
     FallbackUsed as FallbackUsed,
     LimitReached as LimitReached,
     MemoryLoaded as MemoryLoaded,
     MemorySaved as MemorySaved,
+    MiddlewareCompleted as MiddlewareCompleted,
+    MiddlewareStarted as MiddlewareStarted,
     ModelCompleted as ModelCompleted,
     ModelDelta as ModelDelta,
     ModelDiscarded as ModelDiscarded,
     ModelFailed as ModelFailed,
+    ModelSelected as ModelSelected,
     ModelStarted as ModelStarted,
+    RateLimitWaited as RateLimitWaited,
     RetryScheduled as RetryScheduled,
     RunCancelledEvent as RunCancelledEvent,
     RunCompleted as RunCompleted,
@@ -102,6 +118,7 @@ from ._events import (
     SubAgentReused as SubAgentReused,
     SubAgentStarted as SubAgentStarted,
     ToolCompleted as ToolCompleted,
+    ToolDeltaEvent as ToolDeltaEvent,
     ToolFailed as ToolFailed,
     ToolStarted as ToolStarted,
     UsageRecorded as UsageRecorded,
@@ -112,6 +129,10 @@ from ._harness import (
     AgentInput as AgentInput,
     AgentStream as AgentStream,
     RunPolicy as RunPolicy,
+)
+from ._hook_counts import (
+    HookCounter as HookCounter,
+    HookCounts as HookCounts,
 )
 from ._ids import (
     CallId as CallId,
@@ -131,6 +152,7 @@ from ._jsonl import (
     JsonlEventJournal as JsonlEventJournal,
 )
 from ._limits import (
+    LimitKind as LimitKind,
     LimitTracker as LimitTracker,
     RunLimits as RunLimits,
 )
@@ -289,6 +311,7 @@ from ._steering import (
     SteeringCommand as SteeringCommand,
     SteeringHandle as SteeringHandle,
     SteeringKind as SteeringKind,
+    SteeringOutcome as SteeringOutcome,
     SteeringPolicy as SteeringPolicy,
     SteeringReceipt as SteeringReceipt,
     steering_from_dict as steering_from_dict,
@@ -299,6 +322,11 @@ from ._stores import (
     Namespace as Namespace,
     SQLiteStore as SQLiteStore,
     Store as Store,
+)
+from ._stream import (
+    MODE_KINDS as MODE_KINDS,
+    StreamChunk as StreamChunk,
+    StreamMode as StreamMode,
 )
 from ._structured import (
     OutputSpec as OutputSpec,
@@ -334,6 +362,10 @@ from ._tokens import (
     TokenEstimator as TokenEstimator,
     estimate_tokens as estimate_tokens,
     tokenizer_for_model as tokenizer_for_model,
+)
+from ._tool_progress import (
+    ToolDelta as ToolDelta,
+    ToolReporter as ToolReporter,
 )
 from ._tool_registry import (
     ToolProvider as ToolProvider,
@@ -398,6 +430,7 @@ __all__ = [
     "AssistantMessage",
     "BudgetExceeded",
     "COMPACTED_TAG",
+    "CONFIGURABLE_KEYS",
     "CacheHit",
     "CacheMiss",
     "CacheRegistry",
@@ -421,6 +454,7 @@ __all__ = [
     "ContextProvidersMiddleware",
     "ContextTransform",
     "ContextWindow",
+    "ControlApplied",
     "CostBreakdown",
     "CostRecord",
     "CostRecorded",
@@ -445,6 +479,8 @@ __all__ = [
     "FunctionTool",
     "HarnessRunStatus",
     "HeuristicCounter",
+    "HookCounter",
+    "HookCounts",
     "IdSource",
     "Identifier",
     "ImageRef",
@@ -463,10 +499,12 @@ __all__ = [
     "KeepFirstAndLast",
     "KeepLast",
     "LimitExceeded",
+    "LimitKind",
     "LimitReached",
     "LimitTracker",
     "LoggingMiddleware",
     "MCPServer",
+    "MODE_KINDS",
     "MaxTokens",
     "MemoryLoaded",
     "MemoryMiddleware",
@@ -476,18 +514,22 @@ __all__ = [
     "MessageTrimMiddleware",
     "MessagesTemplate",
     "Middleware",
+    "MiddlewareCompleted",
     "MiddlewareStack",
+    "MiddlewareStarted",
     "MockEmbeddingModel",
     "ModelCompleted",
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
     "ModelNotFound",
+    "ModelOverrides",
     "ModelPricing",
     "ModelProfile",
     "ModelRegistry",
     "ModelRequest",
     "ModelResponse",
+    "ModelSelected",
     "ModelStarted",
     "ModelStreamItem",
     "ModelSummarizer",
@@ -510,6 +552,7 @@ __all__ = [
     "ProviderSpec",
     "RANDOM_IDS",
     "RETRIEVED_TAG",
+    "RateLimitWaited",
     "RateLimiter",
     "RedactingSink",
     "Redirect",
@@ -550,13 +593,16 @@ __all__ = [
     "SessionState",
     "SetMetadata",
     "ShortTermMemory",
+    "SkipTool",
     "SteeringApplied",
     "SteeringCommand",
     "SteeringError",
     "SteeringHandle",
     "SteeringKind",
+    "SteeringOutcome",
     "SteeringPolicy",
     "SteeringReceipt",
+    "StopWithFinal",
     "Store",
     "StoreChatHistory",
     "StoreError",
@@ -564,7 +610,9 @@ __all__ = [
     "StoreResponseCache",
     "StreamAccumulator",
     "StreamBlock",
+    "StreamChunk",
     "StreamFinish",
+    "StreamMode",
     "StreamUsage",
     "StructuredOutput",
     "StructuredOutputError",
@@ -574,6 +622,7 @@ __all__ = [
     "SubAgent",
     "SubAgentCompleted",
     "SubAgentDepthError",
+    "SubAgentHandle",
     "SubAgentReused",
     "SubAgentSession",
     "SubAgentStarted",
@@ -602,11 +651,14 @@ __all__ = [
     "ToolChoice",
     "ToolCompleted",
     "ToolDefinitionError",
+    "ToolDelta",
+    "ToolDeltaEvent",
     "ToolError",
     "ToolFailed",
     "ToolMessage",
     "ToolProvider",
     "ToolRegistry",
+    "ToolReporter",
     "ToolResult",
     "ToolSchema",
     "ToolStarted",

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
 from ._cancel import CancellationToken
+from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._cost import CostRecord, CostTracker
 from ._errors import ConfigurationError, SubAgentDepthError
 from ._events import AgentEvent, CostRecorded, UsageRecorded
@@ -223,13 +224,16 @@ class RunContext(Generic[DataT]):
         "budgets",
         "cache",
         "cancellation",
+        "clock",
         "config",
         "context_window",
         "costs",
         "data",
         "deadline",
         "events",
+        "ids",
         "steering",
+        "stop_request",
         "stores",
         "streaming",
         "usage",
@@ -255,6 +259,12 @@ class RunContext(Generic[DataT]):
     """Where tool calls that need approval wait; shared by the run tree (``None``: nobody can answer)."""
     budgets: tuple[TreeBudget, ...]
     """The spending limits binding this run, each anchored at the run that set it; children inherit them."""
+    clock: Clock
+    """Stamps event ``ts``; a run installs its policy's clock while it runs, and children inherit it."""
+    ids: IdSource
+    """Mints child run ids; a run installs its policy's id source while it runs, and children inherit it."""
+    stop_request: str | None
+    """A pending ``request_stop`` final text (not inherited: a child's stop does not end its parent)."""
 
     @overload
     def __init__(
@@ -317,6 +327,9 @@ class RunContext(Generic[DataT]):
         self.streaming = False
         self.approvals: ApprovalDesk | None = None
         self.budgets: tuple[TreeBudget, ...] = ()
+        self.clock = SYSTEM_CLOCK
+        self.ids = RANDOM_IDS
+        self.stop_request: str | None = None
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
@@ -384,7 +397,11 @@ class RunContext(Generic[DataT]):
     ) -> RunContext[Any]:
         """Derive a nested run's context by the inheritance rules (see the module docstring)."""
         config = self.config.child(
-            run_id=run_id, thread_id=thread_id, tags=tags, metadata=metadata, configurable=configurable
+            run_id=run_id if run_id is not None else self.ids.run_id(),
+            thread_id=thread_id,
+            tags=tags,
+            metadata=metadata,
+            configurable=configurable,
         )
         # both ledgers learn the link now: a middle run that records nothing itself (a cache hit, a
         # provider without usage) must still carry its subtree's usage and cost up to the root
@@ -404,6 +421,8 @@ class RunContext(Generic[DataT]):
         child.deadline = self.deadline
         child.streaming = self.streaming
         child.approvals, child.budgets = self.approvals, self.budgets
+        child.clock = self.clock
+        child.ids = self.ids
         return child
 
     def new_root(
@@ -468,6 +487,12 @@ class RunContext(Generic[DataT]):
             object.__setattr__(clone, name, getattr(self, name))
         return clone
 
+    def request_stop(self, final_text: str) -> None:
+        """End this run after the current round trip, with ``final_text`` as its answer (the last request wins)."""
+        if not isinstance(final_text, str):
+            raise ConfigurationError(f"final_text must be a str, got {type(final_text).__name__}")
+        self.stop_request = final_text
+
     # ---------------------------------------------------------------------------- events
     def emit(self, event_type: type[EventT], /, **fields: Any) -> EventT:
         """Build an event stamped with this run's lineage and emit it on the shared sink."""
@@ -477,6 +502,7 @@ class RunContext(Generic[DataT]):
             parent_run_id=config.parent_run_id,
             root_run_id=config.root_run_id or config.run_id,
             depth=config.depth,
+            ts=self.clock.time(),
             **fields,
         )
         self.events.emit(event)

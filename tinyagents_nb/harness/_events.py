@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, fields
 from decimal import Decimal
 from typing import Any, Literal
 
+from ._limits import LimitKind
 from ._messages import MessageDelta
 from ._usage import Usage
 
@@ -24,16 +25,21 @@ __all__ = [
     "CacheHit",
     "CacheMiss",
     "ContextPressure",
+    "ControlApplied",
     "CostRecorded",
     "FallbackUsed",
     "LimitReached",
     "MemoryLoaded",
     "MemorySaved",
+    "MiddlewareCompleted",
+    "MiddlewareStarted",
     "ModelCompleted",
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
+    "ModelSelected",
     "ModelStarted",
+    "RateLimitWaited",
     "RetryScheduled",
     "RunCancelledEvent",
     "RunCompleted",
@@ -45,6 +51,7 @@ __all__ = [
     "SubAgentReused",
     "SubAgentStarted",
     "ToolCompleted",
+    "ToolDeltaEvent",
     "ToolFailed",
     "ToolStarted",
     "UsageRecorded",
@@ -101,6 +108,22 @@ class RunCancelledEvent(AgentEvent):
 
 
 # ------------------------------------------------------------------------------------------ model
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelSelected(AgentEvent):
+    """Which model serves call ``call_id`` when it is not simply the harness's primary model, and why.
+
+    ``reason`` is ``fallback`` (the previous model failed) or ``configurable`` (the run's
+    ``RunConfig.configurable["model"]`` chose it); emitted just before that model's ``model.started``.
+    A call served by the primary model as configured emits none, keeping the common path quiet.
+    """
+
+    kind: Literal["model.selected"] = "model.selected"
+    call_id: str
+    model: str
+    provider: str | None = None
+    reason: str = "fallback"
+
+
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ModelStarted(AgentEvent):
     kind: Literal["model.started"] = "model.started"
@@ -223,6 +246,18 @@ class ApprovalDecided(AgentEvent):
     wait_s: float = 0.0
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolDeltaEvent(AgentEvent):
+    """Progress reported by a running tool (``ToolDelta``); named with ``Event`` to stay apart from it."""
+
+    kind: Literal["tool.delta"] = "tool.delta"
+    call_id: str
+    tool_name: str
+    message: str = ""
+    progress: float | None = None
+    data: Any = None
+
+
 # ------------------------------------------------------------------------------------------ sub-agents
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SubAgentStarted(AgentEvent):
@@ -270,9 +305,17 @@ class CostRecorded(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class LimitReached(AgentEvent):
+    """A limit tripped; ``limit`` is a ``LimitKind`` (a ``str``) or, for a limit it does not name, a string."""
+
     kind: Literal["limit.reached"] = "limit.reached"
-    limit: str
+    limit: LimitKind | str
     maximum: float | None = None
+
+    @property
+    def limit_kind(self) -> LimitKind | None:
+        """``limit`` as a ``LimitKind``, or ``None`` for a limit the enum does not name."""
+        found = LimitKind.of(self.limit)
+        return found if isinstance(found, LimitKind) else None
 
 
 # ------------------------------------------------------------------------------------------ resilience
@@ -283,6 +326,15 @@ class RetryScheduled(AgentEvent):
     attempt: int
     delay_s: float
     error: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RateLimitWaited(AgentEvent):
+    """The rate limiter held call ``call_id`` back for ``waited_s`` seconds (only when it waited)."""
+
+    kind: Literal["rate_limit.waited"] = "rate_limit.waited"
+    call_id: str
+    waited_s: float
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -314,6 +366,15 @@ class SteeringApplied(AgentEvent):
     kind: Literal["steering.applied"] = "steering.applied"
     command: str
     accepted: bool = True
+    detail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ControlApplied(AgentEvent):
+    """A hook's control was honoured: ``stop_with_final`` ended the run with ``detail`` as its answer."""
+
+    kind: Literal["control.applied"] = "control.applied"
+    control: str
     detail: str = ""
 
 
@@ -354,6 +415,26 @@ class MemorySaved(AgentEvent):
     kind: Literal["memory.saved"] = "memory.saved"
     thread_id: str | None = None
     messages: int = 0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MiddlewareStarted(AgentEvent):
+    """A middleware hook starts (only with ``RunPolicy(middleware_events=True)``)."""
+
+    kind: Literal["middleware.started"] = "middleware.started"
+    middleware: str
+    hook: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MiddlewareCompleted(AgentEvent):
+    """A middleware hook returned (``error`` names the exception when it raised instead)."""
+
+    kind: Literal["middleware.completed"] = "middleware.completed"
+    middleware: str
+    hook: str
+    duration_s: float = 0.0
+    error: str | None = None
 
 
 def event_to_dict(event: AgentEvent) -> dict[str, Any]:

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import AsyncIterator, Callable, Generator, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
-import anyio
-
 from ._approval import ApprovalDecision, ApprovalDesk, ApprovalRequest, UnattendedApproval
+from ._child_steering import SubAgentHandle, find_child
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._context import RunConfig, RunContext
 from ._errors import ConfigurationError, SteeringError
@@ -19,6 +17,7 @@ from ._limits import RunLimits
 from ._loop import RunLoop
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._middleware import Middleware, MiddlewareStack
+from ._middleware_events import trace_hook
 from ._model import ChatModel, ModelRequest, ToolSchema
 from ._pressure import ContextPressureChain
 from ._profile import ModelProfile
@@ -26,8 +25,10 @@ from ._providers import resolve_model
 from ._response_cache import ResponseCache
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
+from ._run_sync import run_blocking as _run_blocking
 from ._sink import EventSubscription
 from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand, SteeringReceipt
+from ._stream import StreamChunk, iter_chunks, run_tree_filter as _run_tree_filter, stream_modes
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tokens import TokenEstimator
 from ._tool_registry import ToolProvider, ToolRegistry
@@ -70,7 +71,9 @@ class RunPolicy:
         response_cache: A local response cache (else the context's ``cache.response_cache`` is used, if any).
         rate_limiter: Throttles model calls.
         clock: Time source (the testkit's ``DeterministicClock`` makes durations reproducible).
-        ids: Id source for call ids (``DeterministicIds`` in tests).
+        ids: Id source for call ids and child run ids (``DeterministicIds`` in tests).
+        middleware_events: Emit ``middleware.started``/``middleware.completed`` around every
+            middleware hook (off by default: it doubles the events of a round trip).
         unattended_approval: How a tool call that needs approval is decided when nobody can answer
             (no run handle, or an unattended session): ``deny``, ``approve``, or ``None`` (deny).
     """
@@ -93,6 +96,7 @@ class RunPolicy:
     clock: Clock = SYSTEM_CLOCK
     ids: IdSource = RANDOM_IDS
     unattended_approval: UnattendedApproval | None = None
+    middleware_events: bool = False
 
     def __post_init__(self) -> None:
         for name in ("unknown_tool", "invalid_args", "tool_errors"):
@@ -147,8 +151,8 @@ class AgentHarness(Generic[DataT]):
     ) -> None:
         self.model: ChatModel = resolve_model(model)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
-        self.middleware = MiddlewareStack(middleware)
         self.policy = policy if policy is not None else RunPolicy()
+        self.middleware = MiddlewareStack(middleware, wrap=trace_hook if self.policy.middleware_events else None)
         self.system_prompt = system_prompt
         self.name = name or self.model.model_name
         fallback = self.policy.fallback
@@ -274,6 +278,9 @@ class AgentHarness(Generic[DataT]):
         return messages
 
     def _context(self, config: RunConfig | None, data: Any) -> RunContext[Any]:
+        ids = self.policy.ids
+        if config is None and ids is not RANDOM_IDS:  # a deterministic id source names the root too
+            config = RunConfig(run_id=ids.run_id())
         return RunContext(config=config, data=data)
 
     async def invoke(self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None) -> AgentRun:
@@ -295,6 +302,24 @@ class AgentHarness(Generic[DataT]):
         run = await RunLoop(self, ctx, self._messages(input), streaming=streaming, status=status).run()
         return run, status
 
+    async def invoke_with_events(
+        self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None
+    ) -> tuple[AgentRun, list[AgentEvent]]:
+        """Run to the end and return the result with every event of its run tree, in order.
+
+        Like ``invoke_with_status`` it never raises a run error (see ``run.error``): the events of a
+        failed run are exactly what one wants to look at.
+        """
+        ctx = self._context(config, data)
+        events: list[AgentEvent] = []
+        member = _run_tree_filter(ctx)
+        remove = ctx.events.add_listener(lambda _offset, e: events.append(e) if member(e) else None)
+        try:
+            run, _ = await self.invoke_with_status(ctx, input)
+        finally:
+            remove()
+        return run, events
+
     def invoke_streaming(
         self,
         input: AgentInput,
@@ -306,6 +331,22 @@ class AgentHarness(Generic[DataT]):
         """Start a streaming run; iterate the returned ``AgentStream`` for events, ending with the terminal one."""
         ctx = context if context is not None else self._context(config, data)
         return AgentStream(self, ctx, self._messages(input))
+
+    def invoke_streaming_with_status(
+        self,
+        input: AgentInput,
+        *,
+        config: RunConfig | None = None,
+        data: Any = None,
+        context: RunContext[Any] | None = None,
+    ) -> AgentStream:
+        """The streaming twin of ``invoke_with_status``: awaiting the handle never raises a run error.
+
+        ``await handle`` and ``handle.result()`` return the ``AgentRun`` whatever its outcome;
+        ``handle.error`` holds a failure or cancel and ``handle.status`` the live ``HarnessRunStatus``.
+        """
+        ctx = context if context is not None else self._context(config, data)
+        return AgentStream(self, ctx, self._messages(input), raises=False)
 
     def run_sync(self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None) -> AgentRun:
         """Blocking twin of ``invoke``; inside a running event loop (Jupyter) it runs on a worker thread.
@@ -359,13 +400,17 @@ class AgentStream(AsyncIterator[AgentEvent]):
     """A streaming run: async-iterate its events (ending with its terminal event), await ``result()``.
 
     The run starts on the first iteration or ``result()`` call, as a task on the running loop.
+    ``chunks(*modes)`` views the same run tree through stream modes instead.
     """
 
-    def __init__(self, harness: AgentHarness[Any], ctx: RunContext[Any], messages: list[Message]) -> None:
+    def __init__(
+        self, harness: AgentHarness[Any], ctx: RunContext[Any], messages: list[Message], *, raises: bool = True
+    ) -> None:
         if ctx.approvals is None:  # a handle exists, so someone can answer approvals
             ctx.approvals = ApprovalDesk()
         self.context = ctx
         self.approvals: ApprovalDesk = ctx.approvals
+        self._raises = raises
         self.run_id = ctx.run_id
         self.status = harness._status(ctx)
         self._events: EventSubscription | None = None
@@ -404,11 +449,43 @@ class AgentStream(AsyncIterator[AgentEvent]):
         return await asyncio.shield(self.start())
 
     async def result(self) -> AgentRun:
-        """The completed run; raises its error (e.g. ``RunCancelled``) otherwise."""
+        """The completed run; raises its error (e.g. ``RunCancelled``) otherwise.
+
+        A handle from ``invoke_streaming_with_status`` returns the run whatever its outcome.
+        """
         run = await self.wait()
-        if run.error is not None:
+        if run.error is not None and self._raises:
             raise run.error
         return run
+
+    @property
+    def error(self) -> BaseException | None:
+        """The error that ended the run (``None`` while it runs, or when it completed)."""
+        task = self._task
+        if task is None or not task.done() or task.cancelled() or task.exception() is not None:
+            return None
+        return task.result().error
+
+    def chunks(self, *modes: str) -> AsyncIterator[StreamChunk]:
+        """Iterate this run tree's stream in the given modes (none: all five); starts the run.
+
+        Each call is an independent view (its own subscription, caught up from the run's start), so
+        several consumers can read different modes of one run. Only this handle's run and its
+        descendants appear, never another run sharing the sink. ``final`` comes last, once.
+
+        Raises:
+            ConfigurationError: An unknown mode (at once, before the run starts).
+        """
+        chosen = stream_modes(modes)
+        self.start()
+        run_id = self.run_id
+        events = self.context.events.subscribe(
+            since=self._since,
+            until=lambda e: e.run_id == run_id and e.kind in _TERMINAL,
+            where=_run_tree_filter(self.context),
+        )
+        ctx = self.context
+        return iter_chunks(events, chosen, self.wait, parent_run_id=ctx.parent_run_id, depth=ctx.depth)
 
     @property
     def done(self) -> bool:
@@ -434,6 +511,19 @@ class AgentStream(AsyncIterator[AgentEvent]):
                 hint="start it with a context that has a SteeringHandle (RunContext.with_steering)",
             )
         return handle.send(InjectMessage(message=UserMessage(text=command)) if isinstance(command, str) else command)
+
+    def children(self) -> list[SubAgentHandle]:
+        """Steerable handles of the sub-agents this run is running now (empty without a ``SteeringHandle``)."""
+        handle = self.context.steering
+        return [] if handle is None else list(handle._children())
+
+    def child(self, run_id: str) -> SubAgentHandle:
+        """The running sub-agent ``run_id`` (a child or any deeper descendant), to steer or cancel.
+
+        Raises:
+            SteeringError: None such is running.
+        """
+        return find_child(self.children(), run_id)
 
     def pause(self, reason: str | None = None) -> SteeringReceipt:
         """Hold the run at its next checkpoint (before its next model call)."""
@@ -468,58 +558,3 @@ class AgentStream(AsyncIterator[AgentEvent]):
         if self._task is not None and not self._task.done():
             self.cancel("stream closed")
             await self.wait()
-
-
-def _run_tree_filter(ctx: RunContext[Any]) -> Callable[[AgentEvent], bool]:
-    """Accept only the events of ``ctx``'s run and its descendants: runs may share one sink.
-
-    A root run's tree is every event with its root id. A nested run's subtree is followed by lineage:
-    a run whose parent is a member joins (the filter sees events in offset order, so a child's first
-    event, or its parent's ``subagent.started``, always comes after its parent joined).
-    """
-    run_id = ctx.run_id
-    if ctx.parent_run_id is None:
-        return lambda e: e.root_run_id == run_id
-    members: set[str] = {run_id}
-    root = ctx.root_run_id
-
-    def member(e: AgentEvent) -> bool:
-        if e.root_run_id != root:
-            return False
-        if e.run_id in members:
-            child = getattr(e, "child_run_id", None)
-            if child is not None:
-                members.add(child)
-            return True
-        if e.parent_run_id in members:
-            members.add(e.run_id)
-            return True
-        return False
-
-    return member
-
-
-def _run_blocking(fn: Callable[[], Awaitable[T]], ctx: RunContext[Any]) -> T:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        in_loop = False
-    else:
-        in_loop = True
-
-    def target() -> T:
-        return anyio.run(fn)
-
-    if not in_loop:
-        try:
-            return target()
-        except KeyboardInterrupt:
-            ctx.cancellation.cancel("KeyboardInterrupt")
-            raise
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinyagents-run-sync") as pool:
-        future = pool.submit(target)
-        while True:
-            try:
-                return future.result()
-            except KeyboardInterrupt:
-                ctx.cancellation.cancel("KeyboardInterrupt")

@@ -8,6 +8,7 @@ that is waiting for it.
 
 from __future__ import annotations
 
+import enum
 import math
 import time
 from collections.abc import Callable
@@ -20,9 +21,33 @@ from ._errors import ConfigurationError, LimitExceeded, RunTimeout
 if TYPE_CHECKING:
     from ._context import RunConfig
 
-__all__ = ["LimitTracker", "RunLimits", "UnknownPrice"]
+__all__ = ["LimitKind", "LimitTracker", "RunLimits", "UnknownPrice"]
 
 UnknownPrice: TypeAlias = Literal["refuse", "allow", "warn"]
+
+
+class LimitKind(enum.StrEnum):
+    """Which limit a ``limit.reached`` event (and a ``LimitExceeded``) names.
+
+    A ``StrEnum``, so each member equals its stable string (``LimitKind.WALL_CLOCK == "wall_clock"``)
+    and old filters on the strings keep working.
+    """
+
+    MODEL_CALLS = "model_calls"
+    TOOL_CALLS = "tool_calls"
+    WALL_CLOCK = "wall_clock"
+    DEPTH = "depth"
+    COST_USD = "cost_usd"
+    TOTAL_TOKENS = "total_tokens"
+    INPUT_TOKENS_PER_REQUEST = "input_tokens_per_request"
+
+    @classmethod
+    def of(cls, limit: str) -> LimitKind | str:
+        """The member for ``limit``, or the string itself for a limit this enum does not name yet."""
+        try:
+            return cls(limit)
+        except ValueError:
+            return limit
 
 
 def _check_int(name: str, value: object, *, minimum: int, allow_none: bool = False) -> None:

@@ -17,6 +17,9 @@ import anyio
 
 from ._approval import gate_tool_call
 from ._budget import bind_budgets, check_request_budget
+from ._clock import RANDOM_IDS, SYSTEM_CLOCK
+from ._configurable import ModelOverrides
+from ._controls import SkipTool, take_stop
 from ._errors import (
     Cancelled,
     LimitExceeded,
@@ -37,7 +40,9 @@ from ._events import (
     ModelDelta,
     ModelDiscarded,
     ModelFailed,
+    ModelSelected,
     ModelStarted,
+    RateLimitWaited,
     RetryScheduled,
     RunCancelledEvent,
     RunCompleted,
@@ -47,7 +52,7 @@ from ._events import (
     ToolFailed,
     ToolStarted,
 )
-from ._limits import LimitTracker
+from ._limits import LimitKind, LimitTracker
 from ._messages import (
     AssistantMessage,
     Message,
@@ -64,6 +69,7 @@ from ._run import AgentRun, HarnessRunStatus
 from ._steering import SteeringHandle, apply_batch
 from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
+from ._tool_progress import bind_reporter, unbind_reporter
 from ._tools import Tool, ToolResult
 
 if TYPE_CHECKING:
@@ -98,7 +104,9 @@ class RunLoop:
         self.streaming = streaming
         self.status = status
         policy = harness.policy
-        self.clock = policy.clock
+        # a policy's own clock/ids win; else the tree's (so a deterministic root makes its children so)
+        self.clock = policy.clock if policy.clock is not SYSTEM_CLOCK else ctx.clock
+        self.ids = policy.ids if policy.ids is not RANDOM_IDS else ctx.ids
         self.limits = LimitTracker.for_run(policy.limits, ctx.config, clock=self.clock.monotonic, deadline=ctx.deadline)
         self.partial: StreamAccumulator | None = None
         self.structured: StructuredOutput | None = None
@@ -107,21 +115,24 @@ class RunLoop:
         self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
         self.streamed = False  # whether the current attempt has emitted a delta
         self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
+        self.supplied: dict[int, ToolResult] = {}  # results a before_tool hook supplied (SkipTool), by id(call)
         self.started = self.clock.monotonic()
+        self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
 
     # ---------------------------------------------------------------------------- driver
     async def run(self) -> AgentRun:
         """Run to the end; returns the ``AgentRun`` whatever the outcome (errors are in ``run.error``)."""
         ctx = self.ctx
-        saved = ctx.deadline, ctx.streaming, ctx.budgets
+        saved = ctx.deadline, ctx.streaming, ctx.budgets, ctx.clock, ctx.ids
         ctx.deadline, ctx.streaming = self.limits.deadline, self.streaming
         ctx.budgets = bind_budgets(ctx, self.harness.policy.limits)  # spending limits bind the subtree too
+        ctx.clock, ctx.ids = self.clock, self.ids  # event ts and child run ids
         max_depth = ctx.config.max_depth
         ctx.config = self._bound_config(ctx.config)
         try:
             return await self._drive()
         finally:
-            ctx.deadline, ctx.streaming, ctx.budgets = saved
+            ctx.deadline, ctx.streaming, ctx.budgets, ctx.clock, ctx.ids = saved
             if ctx.config.max_depth != max_depth:  # steering may have replaced the config meanwhile: keep that
                 ctx.config = replace(ctx.config, max_depth=max_depth)
 
@@ -174,6 +185,7 @@ class RunLoop:
 
     async def _body(self) -> str:
         harness, ctx, limits, policy = self.harness, self.ctx, self.limits, self.harness.policy
+        self.overrides = overrides = ModelOverrides.read(ctx.config.configurable, harness.model_chain, depth=ctx.depth)
         await harness.middleware.before_agent(ctx, self.messages)
         tools = harness.tools
         providers = bool(tools.providers)  # tools listed at run time (MCP servers): re-asked every turn
@@ -183,7 +195,10 @@ class RunLoop:
         turn = None
         if output is not None and strategy is not None:
             turn = StructuredTurn(output, strategy, policy.structured_retries)
+        ctx.stop_request = None
         while True:
+            if (stop := take_stop(ctx)) is not None:  # a hook ended the run after the last round trip
+                return stop
             ctx.cancellation.raise_if_cancelled()
             if ctx.steering is not None:
                 await self._steering_checkpoint(ctx.steering)
@@ -195,19 +210,23 @@ class RunLoop:
                 messages=tuple(self.messages),
                 tools=tool_schemas,
                 model=harness.model.model_name,
-                max_output_tokens=_min_optional(policy.max_output_tokens, ctx.config.max_turn_output_tokens),
-                temperature=policy.temperature,
-                settings=policy.model_settings,
+                max_output_tokens=_min_optional(
+                    overrides.max_output_tokens or policy.max_output_tokens, ctx.config.max_turn_output_tokens
+                ),
+                temperature=policy.temperature if overrides.temperature is None else overrides.temperature,
+                settings=overrides.settings(policy.model_settings),
                 thread_id=ctx.config.thread_id,
             )
             if output is not None and strategy is not None:
                 request = prepare_request(request, output, strategy)
             request = await harness.middleware.before_model(ctx, request)
+            if (stop := take_stop(ctx)) is not None:
+                return stop
             request = await harness.fit_context(ctx, request)
             await harness.middleware.before_send(ctx, request)
             if ctx.budgets:  # refused here, the request is never sent
                 check_request_budget(ctx, harness, request, self.messages)
-            call_id = str(policy.ids.call_id())
+            call_id = str(self.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
             response = await self._call_model(request, call_id)
@@ -227,7 +246,7 @@ class RunLoop:
                     continue  # a structured-output repair: ask the model again
                 calls = settled
             elif not calls:
-                return message.text
+                return stop if (stop := take_stop(ctx)) is not None else message.text
             self.status.phase = "tools"
             self.messages.extend(await self._run_tools(calls))
             self.status.tool_calls = self.tool_calls
@@ -252,6 +271,9 @@ class RunLoop:
         harness, ctx, policy = self.harness, self.ctx, self.harness.policy
         cache = harness.response_cache_for(ctx)
         models: Sequence[ChatModel] = harness.model_chain
+        first = self.overrides.model
+        if first:  # configurable picked a fallback model to go first
+            models = (models[first], *models[:first], *models[first + 1 :])
         last_error: BaseException | None = None
         self.attempt = 0
         for index, model in enumerate(models):
@@ -265,6 +287,9 @@ class RunLoop:
                     to_model=model.model_name,
                     error=_error_text(last_error),
                 )
+            if index or first is not None:  # a choice was made: the primary model is the quiet default
+                reason = "fallback" if index else "configurable"
+                ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
             ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
             started = self.clock.monotonic()
             key = None
@@ -351,9 +376,11 @@ class RunLoop:
         limiter = harness.policy.rate_limiter
         if limiter is not None:
             try:
-                await limiter.acquire(cancellation=ctx.cancellation, timeout_s=self.limits.remaining_s())
+                waited = await limiter.acquire(cancellation=ctx.cancellation, timeout_s=self.limits.remaining_s())
             except TimeoutError:  # the wait for a token cannot end before the run's deadline
                 raise self._timeout() from None
+            if waited > 0:
+                ctx.emit(RateLimitWaited, call_id=call_id, waited_s=waited)
         with ctx.cancellation.scope(timeout_s=self.limits.remaining_s()):
             if not self.streaming:
                 return await model.invoke(request)
@@ -380,7 +407,10 @@ class RunLoop:
             ctx.cancellation.raise_if_cancelled()
             self._check_limit(limits.check_deadline)
             self._check_limit(limits.record_tool_call)
-            admitted.append(await harness.middleware.before_tool(ctx, call))
+            decided = await harness.middleware.before_tool(ctx, call)
+            if isinstance(decided, SkipTool):
+                self.supplied[id(call)], decided = decided.result, call
+            admitted.append(decided)
         outcomes: list[_Outcome | None] = [None] * len(admitted)
         try:
             if len(admitted) == 1:
@@ -409,7 +439,7 @@ class RunLoop:
             result, duration, fatal, ran = outcome
             if not ran:  # stopped before it started: it emitted nothing, so nothing to close
                 if first_fatal is None and isinstance(fatal, RunTimeout):
-                    ctx.emit(LimitReached, limit=fatal.limit, maximum=fatal.maximum)
+                    ctx.emit(LimitReached, limit=LimitKind.of(fatal.limit), maximum=fatal.maximum)
                 first_fatal = first_fatal or fatal
                 continue
             if fatal is not None:
@@ -458,11 +488,14 @@ class RunLoop:
         ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
         started = self.clock.monotonic()
         self.live_tools[id(call)] = (call, started)
+        reporter = bind_reporter(ctx, call, self.harness.middleware)  # for a ToolReporter parameter
         try:
             result = await self._execute_inner(call)
         except Exception as exc:
             self.live_tools.pop(id(call), None)
             return ToolResult.error(_error_text(exc)), self.clock.monotonic() - started, exc, True
+        finally:
+            unbind_reporter(reporter)
         # (a task cancel leaves the call in live_tools, for _run_tools to close)
         self.live_tools.pop(id(call), None)
         return result, self.clock.monotonic() - started, None, True
@@ -483,6 +516,8 @@ class RunLoop:
 
     async def _execute_inner(self, call: ToolCall) -> ToolResult:
         policy, tools = self.harness.policy, self.harness.tools
+        if self.supplied and (supplied := self.supplied.pop(id(call), None)) is not None:
+            return supplied  # a before_tool hook answered the call
         tool: Tool | None = tools.get(call.name)
         if tool is None:
             message = tools.unknown_tool_message(call.name, call.arguments)
@@ -537,13 +572,13 @@ class RunLoop:
         try:
             check()
         except LimitExceeded as exc:
-            self.ctx.emit(LimitReached, limit=exc.limit, maximum=exc.maximum)
+            self.ctx.emit(LimitReached, limit=LimitKind.of(exc.limit), maximum=exc.maximum)
             raise
 
     def _timeout(self) -> RunTimeout:
         raw = self.limits.wall_clock_s
         limit = round(raw, 3) if raw is not None else None
-        self.ctx.emit(LimitReached, limit="wall_clock", maximum=limit)
+        self.ctx.emit(LimitReached, limit=LimitKind.WALL_CLOCK, maximum=limit)
         shown = f"{limit:g} s" if limit is not None else "inherited"
         return RunTimeout(f"run {self.ctx.run_id} ran out of its {shown} budget", timeout_s=limit)
 

@@ -8,20 +8,22 @@ costs nothing on the hot path.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._controls import SkipTool, StopWithFinal
 from ._messages import Message, MessageDelta, ToolCall
 from ._model import ModelRequest, ModelResponse
 
 if TYPE_CHECKING:
     from ._context import RunContext
     from ._run import AgentRun
+    from ._tool_progress import ToolDelta
     from ._tools import ToolResult
 
-__all__ = ["Middleware", "MiddlewareStack"]
+__all__ = ["HOOKS", "Middleware", "MiddlewareStack"]
 
-_HOOKS = (
+HOOKS = (
     "before_agent",
     "after_agent",
     "before_model",
@@ -29,6 +31,7 @@ _HOOKS = (
     "after_model",
     "on_model_delta",
     "before_tool",
+    "on_tool_delta",
     "after_tool",
     "on_error",
 )
@@ -65,13 +68,17 @@ class Middleware:
     def on_model_delta(self, ctx: RunContext[Any], delta: MessageDelta) -> None:
         """For each streamed fragment (synchronous: it runs once per token)."""
 
-    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall:
+    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall | SkipTool:
         """Before each tool call is admitted; return the call to run (possibly changed).
 
-        Raising refuses the call and ends the run with that error (a policy decision, not a tool failure);
-        to let the model recover instead, return a call the tool will reject or use ``after_tool``.
+        Return ``SkipTool(result)`` to answer the call without running the tool. Raising refuses
+        the call and ends the run with that error (a policy decision, not a tool failure); to let
+        the model recover instead, skip it with an error result.
         """
         return call
+
+    def on_tool_delta(self, ctx: RunContext[Any], call: ToolCall, delta: ToolDelta) -> None:
+        """For each progress report of a running tool (synchronous, like ``on_model_delta``)."""
 
     async def after_tool(self, ctx: RunContext[Any], call: ToolCall, result: ToolResult) -> ToolResult:
         """After each tool call; return the result the model will see."""
@@ -86,11 +93,20 @@ def _overrides(mw: Middleware, hook: str) -> bool:
 
 
 class MiddlewareStack:
-    """An ordered stack of middleware with the onion ordering."""
+    """An ordered stack of middleware with the onion ordering.
+
+    Args:
+        middleware: The middleware, in registration order.
+        wrap: Called as ``wrap(mw, hook)`` for each hook a middleware overrides; what it returns runs
+            in its place for that hook (how ``RunPolicy(middleware_events=True)`` times each hook
+            without costing anything when it is off).
+    """
 
     __slots__ = ("_by_hook", "middleware")
 
-    def __init__(self, middleware: Sequence[Middleware] = ()) -> None:
+    def __init__(
+        self, middleware: Sequence[Middleware] = (), *, wrap: Callable[[Middleware, str], Middleware] | None = None
+    ) -> None:
         self.middleware = tuple(middleware)
         items: tuple[object, ...] = self.middleware
         for mw in items:
@@ -99,9 +115,11 @@ class MiddlewareStack:
 
                 raise ConfigurationError(f"{mw!r} is not a Middleware instance")
         self._by_hook: dict[str, tuple[Middleware, ...]] = {}
-        for hook in _HOOKS:
+        for hook in HOOKS:
             chosen = tuple(mw for mw in self.middleware if _overrides(mw, hook))
-            self._by_hook[hook] = chosen if hook.startswith("before") or hook == "on_model_delta" else chosen[::-1]
+            if wrap is not None:
+                chosen = tuple(wrap(mw, hook) for mw in chosen)
+            self._by_hook[hook] = chosen if hook.startswith(("before", "on_")) and hook != "on_error" else chosen[::-1]
 
     def has(self, hook: str) -> bool:
         return bool(self._by_hook[hook])
@@ -115,8 +133,11 @@ class MiddlewareStack:
             await mw.after_agent(ctx, run)
 
     async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
-        for mw in self._by_hook["before_model"]:
-            request = await mw.before_model(ctx, request)
+        try:
+            for mw in self._by_hook["before_model"]:
+                request = await mw.before_model(ctx, request)
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return request
 
     async def before_send(self, ctx: RunContext[Any], request: ModelRequest) -> None:
@@ -124,22 +145,38 @@ class MiddlewareStack:
             await mw.before_send(ctx, request)
 
     async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
-        for mw in self._by_hook["after_model"]:
-            response = await mw.after_model(ctx, response)
+        try:
+            for mw in self._by_hook["after_model"]:
+                response = await mw.after_model(ctx, response)
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return response
 
     def on_model_delta(self, ctx: RunContext[Any], delta: MessageDelta) -> None:
         for mw in self._by_hook["on_model_delta"]:
             mw.on_model_delta(ctx, delta)
 
-    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall:
-        for mw in self._by_hook["before_tool"]:
-            call = await mw.before_tool(ctx, call)
+    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall | SkipTool:
+        try:
+            for mw in self._by_hook["before_tool"]:
+                decided = await mw.before_tool(ctx, call)
+                if isinstance(decided, SkipTool):
+                    return decided
+                call = decided
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return call
 
+    def on_tool_delta(self, ctx: RunContext[Any], call: ToolCall, delta: ToolDelta) -> None:
+        for mw in self._by_hook["on_tool_delta"]:
+            mw.on_tool_delta(ctx, call, delta)
+
     async def after_tool(self, ctx: RunContext[Any], call: ToolCall, result: ToolResult) -> ToolResult:
-        for mw in self._by_hook["after_tool"]:
-            result = await mw.after_tool(ctx, call, result)
+        try:
+            for mw in self._by_hook["after_tool"]:
+                result = await mw.after_tool(ctx, call, result)
+        except StopWithFinal as stop:
+            ctx.request_stop(stop.text)
         return result
 
     async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:

@@ -16,6 +16,7 @@ commands that were valid.
 from __future__ import annotations
 
 import asyncio
+import enum
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
@@ -43,6 +44,7 @@ __all__ = [
     "SteeringCommand",
     "SteeringHandle",
     "SteeringKind",
+    "SteeringOutcome",
     "SteeringPolicy",
     "SteeringReceipt",
     "steering_from_dict",
@@ -197,8 +199,16 @@ class SteeringReceipt:
 _Pending: TypeAlias = tuple[SteeringCommand, SteeringReceipt]
 
 
+class SteeringOutcome(enum.StrEnum):
+    """What the run did after applying a batch of commands at a checkpoint (``handle.outcome``)."""
+
+    CONTINUE = "continue"
+    PAUSE = "pause"
+    CANCEL = "cancel"
+
+
 class _State:
-    __slots__ = ("lock", "pause_reason", "paused", "queue", "waiters")
+    __slots__ = ("children", "lock", "outcome", "pause_reason", "paused", "queue", "waiters")
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -206,6 +216,8 @@ class _State:
         self.paused = False
         self.pause_reason: str | None = None
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self.outcome: SteeringOutcome | None = None
+        self.children: dict[str, Any] = {}  # run id -> SubAgentHandle of a running, steerable sub-agent
 
 
 class SteeringHandle:
@@ -269,6 +281,23 @@ class SteeringHandle:
         return len(self._state.queue)
 
     @property
+    def outcome(self) -> SteeringOutcome | None:
+        """The outcome of the last batch the run applied (``None`` before its first)."""
+        return self._state.outcome
+
+    def _adopt(self, run_id: str, child: Any) -> None:
+        with self._state.lock:
+            self._state.children[run_id] = child
+
+    def _disown(self, run_id: str) -> None:
+        with self._state.lock:
+            self._state.children.pop(run_id, None)
+
+    def _children(self) -> list[Any]:
+        with self._state.lock:
+            return list(self._state.children.values())
+
+    @property
     def is_paused(self) -> bool:
         return self._state.paused
 
@@ -312,8 +341,12 @@ def _wake(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
-def apply_batch(ctx: RunContext[Any], handle: SteeringHandle, batch: list[_Pending], messages: list[Message]) -> None:
+def apply_batch(
+    ctx: RunContext[Any], handle: SteeringHandle, batch: list[_Pending], messages: list[Message]
+) -> SteeringOutcome:
     """Apply a taken batch at a checkpoint, in order; one ``steering.applied`` event per command.
+
+    Returns (and records on the handle) the ``SteeringOutcome``: ``PAUSE`` while the run is held.
 
     A command the policy does not permit, or an injection that would break the transcript, is
     rejected on its own (its receipt says why) and the others still apply.
@@ -337,6 +370,7 @@ def apply_batch(ctx: RunContext[Any], handle: SteeringHandle, batch: list[_Pendi
         elif isinstance(command, Cancel):
             receipt._resolve()
             ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=command.reason or "")
+            handle._state.outcome = SteeringOutcome.CANCEL
             for _, later in batch[index + 1 :]:
                 later._resolve(SteeringError("the run was cancelled by an earlier command of the same batch"))
             ctx.cancellation.cancel(command.reason or "cancelled by steering")
@@ -352,6 +386,10 @@ def apply_batch(ctx: RunContext[Any], handle: SteeringHandle, batch: list[_Pendi
             detail = ", ".join(sorted(command.metadata))
         receipt._resolve()
         ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=detail)
+    outcome = SteeringOutcome.PAUSE if handle.is_paused else SteeringOutcome.CONTINUE
+    if batch or handle._state.outcome is None:
+        handle._state.outcome = outcome
+    return outcome
 
 
 def _refusals(policy: SteeringPolicy, batch: list[_Pending]) -> dict[int, SteeringError]:

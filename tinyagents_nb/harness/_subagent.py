@@ -13,9 +13,10 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._child_steering import make_steerable
 from ._context import RunConfig, RunContext
-from ._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
-from ._events import SubAgentCompleted, SubAgentReused, SubAgentStarted
+from ._errors import ConfigurationError, LimitExceeded, RunCancelled, RunTimeout, SubAgentDepthError
+from ._events import AgentEvent, SubAgentCompleted, SubAgentReused, SubAgentStarted
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._model import ToolSchema
 from ._run import AgentRun
@@ -68,6 +69,12 @@ class SubAgent:
         """Run the sub-agent on its own, as a root run (its own sink, token and trackers)."""
         return await self.harness.invoke(self._input(input), config=config, data=data)
 
+    async def invoke_with_events(
+        self, input: AgentInput, *, config: RunConfig | None = None, data: Any = None
+    ) -> tuple[AgentRun, list[AgentEvent]]:
+        """Run on its own, as a root run, and return the run with its events; never raises a run error."""
+        return await self.harness.invoke_with_events(self._input(input), config=config, data=data)
+
     async def invoke_in_parent(self, parent: RunContext[Any], input: AgentInput) -> AgentRun:
         """Run as a child of ``parent`` at ``parent.depth + 1``; raises the child's error.
 
@@ -77,16 +84,19 @@ class SubAgent:
         if parent.depth + 1 > cap:
             raise SubAgentDepthError(cap)
         child = parent.child(tags=(f"subagent:{self.name}",), metadata={"subagent": self.name})
+        release = make_steerable(parent, child, self.name)  # a steerable parent can steer its children
         parent.emit(SubAgentStarted, name=self.name, child_run_id=child.run_id)
         try:
             run, _ = await self.harness.invoke_with_status(child, self._input(input), streaming=parent.streaming)
         except BaseException as exc:
+            release()
             # the child never returned (a tool timeout or a task cancel cut it off, or its input was
             # bad): still close its node, so the run tree never dangles
             status = "failed" if isinstance(exc, Exception) else "cancelled"
             usage = parent.usage.for_subtree(child.run_id)
             parent.emit(SubAgentCompleted, name=self.name, child_run_id=child.run_id, status=status, usage=usage)
             raise
+        release()
         parent.emit(SubAgentCompleted, name=self.name, child_run_id=child.run_id, status=run.status, usage=run.usage)
         if run.error is not None:
             raise run.error
@@ -145,6 +155,10 @@ class SubAgentTool:
             run = await self.subagent.invoke_in_parent(ctx, task)
         except (LimitExceeded, SubAgentDepthError) as exc:
             return ToolResult.error(_limit_message(self.name, exc))
+        except RunCancelled as exc:
+            if ctx.cancellation.is_cancelled:  # the parent was cancelled too: that ends the parent
+                raise
+            return ToolResult.error(f"sub-agent `{self.name}` was cancelled: {exc.reason or 'no reason given'}")
         return ToolResult.ok(run.final_text)
 
     def __repr__(self) -> str:

@@ -20,6 +20,7 @@ from typing import Any, Final
 
 import anyio
 
+from ._clock import IdSource
 from ._errors import ConfigurationError, ProviderError
 from ._messages import AssistantMessage, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta, UserMessage
 from ._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamBlock, StreamFinish, StreamUsage
@@ -140,6 +141,9 @@ class ScriptedModel(_FakeModel):
         model_name: Reported as ``model_name``; also the ``model`` of responses built from a ``str``.
         chunk_size: Characters per text/reasoning delta when streaming; ``None`` sends each whole.
         profile: Optional ``ModelProfile`` (context window, capabilities).
+        ids: When given, every tool call of a response gets a fresh id from it as the response is
+            served (replacing the script's ids): share the policy's ``DeterministicIds`` and two
+            identical runs carry identical tool-call ids, however many scripts the process built.
 
     Raises:
         ProviderError: From a call after the script is used up (``retryable=False``, so a retry
@@ -153,8 +157,10 @@ class ScriptedModel(_FakeModel):
         model_name: str = "scripted",
         chunk_size: int | None = 8,
         profile: ModelProfile | None = None,
+        ids: IdSource | None = None,
     ) -> None:
         super().__init__(model_name=model_name, profile=profile)
+        self._ids = ids
         if isinstance(responses, str | ModelResponse | BaseException):
             raise ConfigurationError(f"responses must be a sequence, not one item (did you mean [{responses!r}]?)")
         self._chunk_size = _check_chunk_size(chunk_size)
@@ -187,7 +193,11 @@ class ScriptedModel(_FakeModel):
         item = self._script[used]
         if isinstance(item, BaseException):
             raise item
-        return item
+        ids = self._ids
+        if ids is None or not item.message.tool_calls:
+            return item
+        calls = [replace(call, id=str(ids.call_id())) for call in item.message.tool_calls]
+        return replace(item, message=replace(item.message, tool_calls=calls))
 
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         return self._next(request)

@@ -2,7 +2,7 @@
 
 ``@tool`` reads a function's signature once, at decoration: parameters typed as a runtime handle
 (``RunContext``, ``StoreRegistry``, ``Store``, ``EventSink``, ``CancellationToken``, ``UsageTracker``,
-``CostTracker``, ``CacheRegistry``) or marked ``Injected[T]`` (the run's app data) are *injected*
+``CostTracker``, ``CacheRegistry``, ``ToolReporter`` for progress reports) or marked ``Injected[T]`` (the run's app data) are *injected*
 from the ``RunContext`` and never appear in the model-visible schema; everything else is validated
 by a pydantic ``TypeAdapter`` built once over a generated ``TypedDict``. At call time a model-supplied
 value for an injected parameter is discarded before validation, so a model cannot forge one.
@@ -52,6 +52,7 @@ from ._model import ToolSchema
 from ._registries import CacheRegistry, StoreRegistry
 from ._sink import EventSink
 from ._stores import Store
+from ._tool_progress import ToolReporter, current_reporter
 from ._tool_schema import _format_errors, _hint_source, _hints, _is_async, _parse_docstring, _strip_titles
 from ._usage import UsageTracker
 
@@ -143,6 +144,7 @@ _RUNTIME_TYPES: dict[object, _Getter] = {
     UsageTracker: attrgetter("usage"),
     CostTracker: attrgetter("costs"),
     CacheRegistry: attrgetter("cache"),
+    ToolReporter: lambda ctx: current_reporter(),
 }
 
 
