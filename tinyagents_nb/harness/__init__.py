@@ -46,6 +46,7 @@ from ._errors import (
     Cancelled as Cancelled,
     ConfigurationError as ConfigurationError,
     ContextLimitError as ContextLimitError,
+    GuardrailTripped as GuardrailTripped,
     InvalidIdError as InvalidIdError,
     LimitExceeded as LimitExceeded,
     ModelNotFound as ModelNotFound,
@@ -93,6 +94,15 @@ from ._events import (
     ToolStarted as ToolStarted,
     UsageRecorded as UsageRecorded,
     event_to_dict as event_to_dict,
+)
+from ._guardrails import (
+    GuardrailResult as GuardrailResult,
+    GuardrailsMiddleware as GuardrailsMiddleware,
+    GuardrailStage as GuardrailStage,
+    GuardrailTrippedEvent as GuardrailTrippedEvent,
+    InputGuardrail as InputGuardrail,
+    OutputGuardrail as OutputGuardrail,
+    ToolGuardrail as ToolGuardrail,
 )
 from ._harness import (
     AgentHarness as AgentHarness,
@@ -325,6 +335,10 @@ from ._tokens import (
 from ._tool_registry import (
     ToolRegistry as ToolRegistry,
 )
+from ._tool_results import (
+    TRUNCATED_TAG as TRUNCATED_TAG,
+    ToolResultLimit as ToolResultLimit,
+)
 from ._tools import (
     FunctionTool as FunctionTool,
     Injected as Injected,
@@ -419,6 +433,11 @@ __all__ = [
     "FallbackUsed",
     "FanOutSink",
     "FunctionTool",
+    "GuardrailResult",
+    "GuardrailStage",
+    "GuardrailTripped",
+    "GuardrailTrippedEvent",
+    "GuardrailsMiddleware",
     "HarnessRunStatus",
     "HeuristicCounter",
     "IdSource",
@@ -431,6 +450,7 @@ __all__ = [
     "InMemoryVectorStore",
     "InjectMessage",
     "Injected",
+    "InputGuardrail",
     "InvalidIdError",
     "JournalSink",
     "JsonBlock",
@@ -470,6 +490,7 @@ __all__ = [
     "Observed",
     "OpenAIChatModel",
     "OpenAIEmbeddingModel",
+    "OutputGuardrail",
     "OutputSpec",
     "PARTIAL_TAG",
     "Pause",
@@ -561,6 +582,7 @@ __all__ = [
     "SummaryRecord",
     "SystemMessage",
     "TOOL_OUTPUT_NAMESPACE",
+    "TRUNCATED_TAG",
     "TemplateRole",
     "TextBlock",
     "TextDelta",
@@ -579,9 +601,11 @@ __all__ = [
     "ToolDefinitionError",
     "ToolError",
     "ToolFailed",
+    "ToolGuardrail",
     "ToolMessage",
     "ToolRegistry",
     "ToolResult",
+    "ToolResultLimit",
     "ToolSchema",
     "ToolStarted",
     "TrimOldMessages",

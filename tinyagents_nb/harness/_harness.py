@@ -63,6 +63,9 @@ class RunPolicy:
         structured_retries: How many times an invalid structured answer is sent back to the model
             with its validation error before the run fails with ``StructuredOutputError``; each
             repair is one more model call under the usual limits (0: no repair).
+        reactive_compactions: How many times one model call is compacted and re-sent after the
+            provider rejects its prompt as too long (``ContextLimitError``) despite the estimate;
+            0 lets that error end the run.
         max_output_tokens: Cap on each request's output tokens.
         temperature: Sampling temperature passed to the model.
         model_settings: Extra provider parameters for every request.
@@ -82,6 +85,7 @@ class RunPolicy:
     output: OutputSpec | None = None
     structured_strategy: Literal["auto"] | StructuredStrategy = "auto"
     structured_retries: int = 2
+    reactive_compactions: int = 2
     max_output_tokens: int | None = None
     temperature: float | None = None
     model_settings: Mapping[str, Any] = field(default_factory=dict)
@@ -99,6 +103,9 @@ class RunPolicy:
         retries: object = self.structured_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")
+        reactive: object = self.reactive_compactions
+        if isinstance(reactive, bool) or not isinstance(reactive, int) or reactive < 0:
+            raise ConfigurationError(f"reactive_compactions must be an int >= 0, got {reactive!r}")
         output: object = self.output
         if output is not None and not isinstance(output, OutputSpec):  # a type or a schema, for convenience
             object.__setattr__(self, "output", OutputSpec.of(output))

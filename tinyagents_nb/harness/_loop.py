@@ -56,6 +56,7 @@ from ._messages import (
     ToolMessage,
 )
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
+from ._reactive import call_compacting
 from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
@@ -201,7 +202,7 @@ class RunLoop:
             call_id = str(policy.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
-            response = await self._call_model(request, call_id)
+            response = await call_compacting(self, request, call_id)  # _call_model, compacting on "too long"
             self.model_calls += 1
             self.status.model_calls = self.model_calls
             self.status.active_model_call = None
