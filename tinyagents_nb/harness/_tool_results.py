@@ -36,6 +36,9 @@ DEFAULT_NOTE = (
 )
 
 
+_GAP = "\n…\n"  # between the kept head and tail
+
+
 def tool_output_key(scope: str, message: ToolMessage) -> str:
     """``{thread or root run}/{tool_call_id}/{content hash}``: the key scheme ``CompactToolOutputs`` uses."""
     blob = json.dumps(dump_messages([message])[0], sort_keys=True, ensure_ascii=False, separators=(",", ":"))
@@ -70,8 +73,8 @@ class ToolResultLimit(Middleware):
         limits = {"max_chars": max_chars, **{f"per_tool[{k!r}]": v for k, v in (per_tool or {}).items()}}
         for label, raw in limits.items():
             value: object = raw
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 200):
-                raise ConfigurationError(f"{label} must be an int >= 200 (or None in per_tool), got {value!r}")
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 500):
+                raise ConfigurationError(f"{label} must be an int >= 500 (or None in per_tool), got {value!r}")
         if not 0.0 < head_fraction <= 1.0:
             raise ConfigurationError(f"head_fraction must be in (0, 1], got {head_fraction!r}")
         self.max_chars = max_chars
@@ -97,10 +100,10 @@ class ToolResultLimit(Middleware):
             key = tool_output_key(_scope(ctx), message)
             self._store(ctx).put(TOOL_OUTPUT_NAMESPACE, key, dump_messages([message])[0])
         note = DEFAULT_NOTE if key is not None else "\n[tool output truncated: showing {shown} of {chars} chars]"
-        budget = max(limit - len(note.format(shown=limit, chars=len(text), key=key or "")), 100)
+        budget = max(limit - len(note.format(shown=limit, chars=len(text), key=key or "")) - len(_GAP), 100)
         head = int(budget * self.head_fraction)
         tail = budget - head
-        kept = text[:head] + ("\n…\n" + text[-tail:] if tail else "")
+        kept = text[:head] + (_GAP + text[-tail:] if tail else "")
         data = {TRUNCATED_TAG: True, "raw_key": key, "chars": len(text)}
         return ToolResult(
             text=kept + note.format(shown=budget, chars=len(text), key=key or ""),
