@@ -324,6 +324,12 @@ from ._summarization import (
     SummaryPlan as SummaryPlan,
     SummaryRecord as SummaryRecord,
 )
+from ._thread_compaction import (
+    THREAD_COMPACTIONS_NAMESPACE as THREAD_COMPACTIONS_NAMESPACE,
+    PersistedSummary as PersistedSummary,
+    ThreadCompaction as ThreadCompaction,
+    thread_compactions as thread_compactions,
+)
 from ._tokens import (
     EstimatorStats as EstimatorStats,
     HeuristicCounter as HeuristicCounter,
@@ -494,6 +500,7 @@ __all__ = [
     "OutputSpec",
     "PARTIAL_TAG",
     "Pause",
+    "PersistedSummary",
     "PressurePolicy",
     "PressureResult",
     "PriceSource",
@@ -581,6 +588,7 @@ __all__ = [
     "SummaryPlan",
     "SummaryRecord",
     "SystemMessage",
+    "THREAD_COMPACTIONS_NAMESPACE",
     "TOOL_OUTPUT_NAMESPACE",
     "TRUNCATED_TAG",
     "TemplateRole",
@@ -588,6 +596,7 @@ __all__ = [
     "TextDelta",
     "ThinkingBlock",
     "ThinkingDelta",
+    "ThreadCompaction",
     "ThreadId",
     "TinyAgentsError",
     "TokenCounter",
@@ -650,6 +659,7 @@ __all__ = [
     "steering_from_dict",
     "steering_to_dict",
     "strategy_for_profile",
+    "thread_compactions",
     "tokenizer_for_model",
     "tool",
     "trim_messages",
