@@ -16,6 +16,13 @@ from ._builtin_middleware import (
 from ._cancel import (
     CancellationToken as CancellationToken,
 )
+from ._capabilities import (
+    CapabilitySet as CapabilitySet,
+    ModelHint as ModelHint,
+    ModelResolutionSource as ModelResolutionSource,
+    ModelSelection as ModelSelection,
+    ResolvedModel as ResolvedModel,
+)
 from ._clock import (
     RANDOM_IDS as RANDOM_IDS,
     SYSTEM_CLOCK as SYSTEM_CLOCK,
@@ -271,6 +278,9 @@ from ._run import (
     RunPhase as RunPhase,
     RunStatus as RunStatus,
 )
+from ._selection import (
+    select_model as select_model,
+)
 from ._sink import (
     EventListener as EventListener,
     EventSink as EventSink,
@@ -401,6 +411,7 @@ __all__ = [
     "Cancel",
     "CancellationToken",
     "Cancelled",
+    "CapabilitySet",
     "CellId",
     "ChatHistory",
     "ChatModel",
@@ -483,12 +494,15 @@ __all__ = [
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
+    "ModelHint",
     "ModelNotFound",
     "ModelPricing",
     "ModelProfile",
     "ModelRegistry",
     "ModelRequest",
+    "ModelResolutionSource",
     "ModelResponse",
+    "ModelSelection",
     "ModelStarted",
     "ModelStreamItem",
     "ModelSummarizer",
@@ -516,6 +530,7 @@ __all__ = [
     "RateLimiter",
     "RedactingSink",
     "Redirect",
+    "ResolvedModel",
     "ResponseCache",
     "ResponseCacheStats",
     "ResponseFormat",
@@ -655,6 +670,7 @@ __all__ = [
     "register_context_window",
     "resolve_model",
     "secrets_from_env",
+    "select_model",
     "set_state",
     "steering_from_dict",
     "steering_to_dict",

@@ -60,6 +60,7 @@ from ._reactive import call_compacting
 from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
+from ._selection import eligible_models, refit_for, resolved_model
 from ._steering import SteeringHandle, apply_batch
 from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
@@ -105,6 +106,7 @@ class RunLoop:
         self.tool_calls = 0
         self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
         self.streamed = False  # whether the current attempt has emitted a delta
+        self.serving: Any = "configured"  # why the current model serves the call (a ModelResolutionSource)
         self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
         self.started = self.clock.monotonic()
 
@@ -243,7 +245,7 @@ class RunLoop:
     async def _call_model(self, request: ModelRequest, call_id: str) -> ModelResponse:
         harness, ctx, policy = self.harness, self.ctx, self.harness.policy
         cache = harness.response_cache_for(ctx)
-        models: Sequence[ChatModel] = harness.model_chain
+        models: Sequence[ChatModel] = eligible_models(harness.model_chain, request)  # required capabilities
         last_error: BaseException | None = None
         self.attempt = 0
         for index, model in enumerate(models):
@@ -257,6 +259,8 @@ class RunLoop:
                     to_model=model.model_name,
                     error=_error_text(last_error),
                 )
+                request = await refit_for(harness, ctx, request, model)  # a smaller window than the first's
+            self.serving = "fallback" if index else "configured" if model is harness.model else "capabilities"
             ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
             started = self.clock.monotonic()
             key = None
@@ -321,6 +325,9 @@ class RunLoop:
             response = replace(
                 response, model=response.model or model.model_name, provider=response.provider or model.provider
             )
+        response = replace(
+            response, resolved=resolved_model(response.model, model, "cache" if cached else self.serving)
+        )
         response = await self.harness.middleware.after_model(ctx, response)
         if not cached and not response.usage.is_empty:
             served = response.model or model.model_name
