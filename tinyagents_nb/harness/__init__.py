@@ -13,6 +13,11 @@ from ._builtin_middleware import (
     PromptCacheGuardMiddleware as PromptCacheGuardMiddleware,
     UsageAccountingMiddleware as UsageAccountingMiddleware,
 )
+from ._cache_policy import (
+    CacheLayoutEvent as CacheLayoutEvent,
+    CachePolicy as CachePolicy,
+    PrefixStatus as PrefixStatus,
+)
 from ._cancel import (
     CancellationToken as CancellationToken,
 )
@@ -405,7 +410,9 @@ __all__ = [
     "AssistantMessage",
     "COMPACTED_TAG",
     "CacheHit",
+    "CacheLayoutEvent",
     "CacheMiss",
+    "CachePolicy",
     "CacheRegistry",
     "CallId",
     "Cancel",
@@ -515,6 +522,7 @@ __all__ = [
     "PARTIAL_TAG",
     "Pause",
     "PersistedSummary",
+    "PrefixStatus",
     "PressurePolicy",
     "PressureResult",
     "PriceSource",

@@ -10,6 +10,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 import anyio
 
+from ._cache_policy import CachePolicy
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._context import RunConfig, RunContext
 from ._errors import ConfigurationError, SteeringError
@@ -70,6 +71,7 @@ class RunPolicy:
         temperature: Sampling temperature passed to the model.
         model_settings: Extra provider parameters for every request.
         response_cache: A local response cache (else the context's ``cache.response_cache`` is used, if any).
+        cache: Which caches are used at all: the response cache and provider prompt-cache breakpoints.
         rate_limiter: Throttles model calls.
         clock: Time source (the testkit's ``DeterministicClock`` makes durations reproducible).
         ids: Id source for call ids (``DeterministicIds`` in tests).
@@ -90,6 +92,7 @@ class RunPolicy:
     temperature: float | None = None
     model_settings: Mapping[str, Any] = field(default_factory=dict)
     response_cache: ResponseCache | None = None
+    cache: CachePolicy = field(default_factory=CachePolicy)
     rate_limiter: RateLimiter | None = None
     clock: Clock = SYSTEM_CLOCK
     ids: IdSource = RANDOM_IDS
@@ -187,6 +190,8 @@ class AgentHarness(Generic[DataT]):
 
     # ---------------------------------------------------------------------------- hooks used by the loop
     def response_cache_for(self, ctx: RunContext[Any]) -> ResponseCache | None:
+        if not self.policy.cache.response_cache:
+            return None
         if self.policy.response_cache is not None:
             return self.policy.response_cache
         cache = ctx.cache.response_cache

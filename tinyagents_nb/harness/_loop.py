@@ -195,6 +195,7 @@ class RunLoop:
                 temperature=policy.temperature,
                 settings=policy.model_settings,
                 thread_id=ctx.config.thread_id,
+                prompt_cache=policy.cache.prompt_cache,
             )
             if output is not None and strategy is not None:
                 request = prepare_request(request, output, strategy)

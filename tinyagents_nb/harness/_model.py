@@ -77,6 +77,8 @@ class ModelRequest:
         thread_id: The conversation, so providers that key prompt caches by user/thread can do so.
         required_capabilities: What the serving model must be able to do; the loop sends the call to
             the first model of its chain whose profile covers it.
+        prompt_cache: Whether the adapter may place provider prompt-cache breakpoints
+            (``CachePolicy.prompt_cache``).
     """
 
     messages: Sequence[Message]
@@ -89,6 +91,7 @@ class ModelRequest:
     settings: Mapping[str, Any] = field(default_factory=dict)
     thread_id: str | None = None
     required_capabilities: CapabilitySet | None = None
+    prompt_cache: bool = True
 
     def with_messages(self, messages: Sequence[Message]) -> ModelRequest:
         return replace(self, messages=messages)
