@@ -143,6 +143,12 @@ from ._limits import (
     LimitTracker as LimitTracker,
     RunLimits as RunLimits,
 )
+from ._long_term import (
+    LongTermMemory as LongTermMemory,
+    LongTermMemoryMiddleware as LongTermMemoryMiddleware,
+    MemoryRecord as MemoryRecord,
+    MemoryScope as MemoryScope,
+)
 from ._memory import (
     PARTIAL_TAG as PARTIAL_TAG,
     ChatHistory as ChatHistory,
@@ -486,10 +492,14 @@ __all__ = [
     "LimitReached",
     "LimitTracker",
     "LoggingMiddleware",
+    "LongTermMemory",
+    "LongTermMemoryMiddleware",
     "MaxTokens",
     "MemoryLoaded",
     "MemoryMiddleware",
+    "MemoryRecord",
     "MemorySaved",
+    "MemoryScope",
     "Message",
     "MessageDelta",
     "MessageTrimMiddleware",

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -262,7 +262,7 @@ def _require_thread(ctx: RunContext[Any], what: str) -> str:
 
 
 class ShortTermMemory:
-    """A thread's recent conversation, loaded before a run and saved after it.
+    """A thread's recent conversation, loaded before a run and saved after it (``scope == "short_term"``).
 
     Args:
         history: Where the thread's messages live.
@@ -274,6 +274,8 @@ class ShortTermMemory:
     Cut points are repaired by ``trim_messages``: a loaded window keeps earlier turns whole (never
     an answer without its question) and never starts with tool results whose call was cut off.
     """
+
+    scope: Literal["short_term"] = "short_term"  # a MemoryScope; LongTermMemory's is "long_term"
 
     def __init__(
         self,
