@@ -74,6 +74,8 @@ def test_with_required_capabilities_accumulates() -> None:
     )
     assert both.required_capabilities == CapabilitySet(vision=True, context_tokens=50_000)
     assert request.required_capabilities is None
+    with pytest.raises(ConfigurationError, match="unknown capability"):
+        request.with_required_capabilities(telepathy=True)
 
 
 def test_the_registry_resolves_a_selection() -> None:

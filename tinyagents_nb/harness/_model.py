@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ._capabilities import CapabilitySet, ResolvedModel
+from ._errors import ConfigurationError
 from ._messages import AssistantMessage, Message, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta
 from ._usage import Usage
 
@@ -100,7 +101,13 @@ class ModelRequest:
         self, capabilities: CapabilitySet | None = None, **flags: bool | int
     ) -> ModelRequest:
         """This request, also requiring ``capabilities`` and/or ``flags`` (``vision=True``, ``context_tokens=...``)."""
-        wanted = CapabilitySet(**flags)  # type: ignore[arg-type]
+        try:
+            wanted = CapabilitySet(**flags)  # type: ignore[arg-type]
+        except TypeError:
+            raise ConfigurationError(
+                f"unknown capability in {sorted(flags)}; known: tools, structured_output, vision, reasoning, "
+                "streaming, context_tokens"
+            ) from None
         if capabilities is not None:
             wanted = wanted.merge(capabilities)
         if self.required_capabilities is not None:
