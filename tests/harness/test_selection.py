@@ -145,3 +145,20 @@ async def test_a_fallback_with_a_smaller_window_gets_a_refitted_request() -> Non
     assert estimator.estimate(primary.requests[0].messages) > 2_000  # the first model got everything
     assert estimator.estimate(backup.requests[0].messages) <= 2_000 - 200
     assert backup.requests[0].messages[-1] == UserMessage(text="final?")
+
+
+def test_recording_the_resolved_model_keeps_every_other_response_field() -> None:
+    """The loop rebuilds the response in one constructor call: a field added later must not be dropped."""
+    import dataclasses
+
+    from tinyagents_nb.harness._selection import with_resolved
+
+    model = ScriptedModel([], model_name="small", profile=TEXT_ONLY)
+    original = ModelResponse(message=AssistantMessage(text="x"), finish_reason="stop", model="alias", provider="p")
+    done = with_resolved(original, model, "configured")
+    for f in dataclasses.fields(ModelResponse):
+        if f.name != "resolved":
+            assert getattr(done, f.name) == getattr(original, f.name), f.name
+    assert done.resolved == ResolvedModel(provider="p", model="alias", source="configured")
+    bare = with_resolved(ModelResponse(message=AssistantMessage(text="x")), model, "fallback")
+    assert (bare.model, bare.provider) == ("small", "test")

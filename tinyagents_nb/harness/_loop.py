@@ -60,7 +60,7 @@ from ._reactive import call_compacting
 from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
-from ._selection import eligible_models, refit_for, resolved_model
+from ._selection import eligible_models, refit_for, with_resolved
 from ._steering import SteeringHandle, apply_batch
 from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
@@ -322,13 +322,8 @@ class RunLoop:
     ) -> ModelResponse:
         ctx = self.ctx
         self.partial = None
-        if response.model is None or response.provider is None:  # record who actually served the call
-            response = replace(
-                response, model=response.model or model.model_name, provider=response.provider or model.provider
-            )
-        response = replace(
-            response, resolved=resolved_model(response.model, model, "cache" if cached else self.serving)
-        )
+        # record who actually served the call (model, provider, ResolvedModel)
+        response = with_resolved(response, model, "cache" if cached else self.serving)
         response = await self.harness.middleware.after_model(ctx, response)
         if not cached and not response.usage.is_empty:
             served = response.model or model.model_name

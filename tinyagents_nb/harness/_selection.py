@@ -11,11 +11,13 @@ smaller window before it is sent there.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._capabilities import CapabilitySet, ModelResolutionSource, ModelSelection, ResolvedModel
 from ._errors import ModelNotFound
+from ._model import ModelResponse
 from ._pressure import ContextPressureChain
 from ._profile import ModelProfile, profile_for
 from ._providers import ModelRegistry, resolve_model
@@ -93,9 +95,27 @@ def eligible_models(chain: Sequence[ChatModel], request: ModelRequest) -> Sequen
     )
 
 
-def resolved_model(response_model: str | None, model: ChatModel, source: ModelResolutionSource) -> ResolvedModel:
-    """The ``ResolvedModel`` of a response ``model`` served (its own model name wins: an alias resolves)."""
-    return ResolvedModel(provider=model.provider, model=response_model or model.model_name, source=source)
+def with_resolved(response: ModelResponse, model: ChatModel, source: ModelResolutionSource) -> ModelResponse:
+    """``response`` naming who served it: ``model``/``provider`` filled in when missing, and its ``ResolvedModel``.
+
+    One constructor call on the hot path (``dataclasses.replace`` costs several times more), and the
+    ``ResolvedModel`` is shared between calls served alike.
+    """
+    served = response.model or model.model_name
+    provider = response.provider or model.provider
+    return ModelResponse(
+        message=response.message,
+        usage=response.usage,
+        finish_reason=response.finish_reason,
+        model=served,
+        provider=provider,
+        resolved=_resolved(provider, served, source),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(provider: str, model: str, source: ModelResolutionSource) -> ResolvedModel:
+    return ResolvedModel(provider=provider, model=model, source=source)
 
 
 async def refit_for(
