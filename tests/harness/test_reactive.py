@@ -6,12 +6,14 @@ from typing import Any
 
 import pytest
 
+from tests.harness.replay_server import ReplayServer, chat_completion, error_body
 from tinyagents_nb.harness import (
     AgentHarness,
     AssistantMessage,
     ConfigurationError,
     ContextLimitError,
     Message,
+    OpenAIChatModel,
     RunContext,
     RunPolicy,
     SystemMessage,
@@ -96,3 +98,28 @@ async def test_nothing_to_compact_raises_the_providers_error() -> None:
 def test_bad_reactive_compactions_is_rejected(bad: Any) -> None:
     with pytest.raises(ConfigurationError):
         RunPolicy(reactive_compactions=bad)
+
+
+async def test_a_real_adapters_context_error_is_compacted_and_resent(replay_server: ReplayServer) -> None:
+    """Through the OpenAI adapter and a loopback server: HTTP 400 context_length_exceeded, then 200."""
+    replay_server.enqueue(
+        400,
+        error_body(
+            "This model's maximum context length is 128000 tokens. However, your messages resulted in 160000 tokens.",
+            code="context_length_exceeded",
+        ),
+    )
+    replay_server.enqueue(200, chat_completion("compacted and answered"))
+    model = OpenAIChatModel("gpt-4o-mini", base_url=replay_server.base_url, api_key="sk-test-0123456789")
+    try:
+        ctx = RunContext()
+        rec = EventRecorder(ctx.events)
+        run = await AgentHarness(model=model).invoke_in_context(ctx, long_history())
+    finally:
+        await model.aclose()
+    assert run.final_text == "compacted and answered"
+    first, second = (r.body["messages"] for r in replay_server.requests)
+    assert len(second) < len(first)
+    assert second[-1] == first[-1]  # the current question is kept
+    reactive = [e for e in rec.of_kind("context.pressure") if e.action == "reactive"]  # type: ignore[attr-defined]
+    assert len(reactive) == 1
