@@ -114,6 +114,9 @@ class ToolResultLimit(Middleware):
     def reader_tool(self, *, page_chars: int | None = None) -> FunctionTool[..., Any]:
         """A ``read_tool_output(key, offset=0)`` tool returning one page of a raw result.
 
+        Its own results are exempt from this middleware's limit (unless ``per_tool`` already names
+        it), or a page would be truncated and stored all over again.
+
         Args:
             page_chars: Characters per page (default: this middleware's ``max_chars``), so reading
                 back never brings in more than the limit at once.
@@ -122,6 +125,7 @@ class ToolResultLimit(Middleware):
         if isinstance(page, bool) or not isinstance(page, int) or page < 1:
             raise ConfigurationError(f"page_chars must be an int >= 1, got {page!r}")
         owner, size = self, page
+        self.per_tool.setdefault("read_tool_output", None)
 
         async def read_tool_output(ctx: RunContext[Any], key: str, offset: int = 0) -> str:
             """Read a page of a tool output that was truncated; the truncation note gives the key.
