@@ -24,8 +24,20 @@ from ._builtin_middleware import (
     PromptCacheGuardMiddleware as PromptCacheGuardMiddleware,
     UsageAccountingMiddleware as UsageAccountingMiddleware,
 )
+from ._cache_policy import (
+    CacheLayoutEvent as CacheLayoutEvent,
+    CachePolicy as CachePolicy,
+    PrefixStatus as PrefixStatus,
+)
 from ._cancel import (
     CancellationToken as CancellationToken,
+)
+from ._capabilities import (
+    CapabilitySet as CapabilitySet,
+    ModelHint as ModelHint,
+    ModelResolutionSource as ModelResolutionSource,
+    ModelSelection as ModelSelection,
+    ResolvedModel as ResolvedModel,
 )
 from ._child_steering import (
     SubAgentHandle as SubAgentHandle,
@@ -68,6 +80,7 @@ from ._errors import (
     Cancelled as Cancelled,
     ConfigurationError as ConfigurationError,
     ContextLimitError as ContextLimitError,
+    GuardrailTripped as GuardrailTripped,
     InvalidIdError as InvalidIdError,
     LimitExceeded as LimitExceeded,
     ModelNotFound as ModelNotFound,
@@ -124,6 +137,15 @@ from ._events import (
     UsageRecorded as UsageRecorded,
     event_to_dict as event_to_dict,
 )
+from ._guardrails import (
+    GuardrailResult as GuardrailResult,
+    GuardrailsMiddleware as GuardrailsMiddleware,
+    GuardrailStage as GuardrailStage,
+    GuardrailTrippedEvent as GuardrailTrippedEvent,
+    InputGuardrail as InputGuardrail,
+    OutputGuardrail as OutputGuardrail,
+    ToolGuardrail as ToolGuardrail,
+)
 from ._harness import (
     AgentHarness as AgentHarness,
     AgentInput as AgentInput,
@@ -155,6 +177,12 @@ from ._limits import (
     LimitKind as LimitKind,
     LimitTracker as LimitTracker,
     RunLimits as RunLimits,
+)
+from ._long_term import (
+    LongTermMemory as LongTermMemory,
+    LongTermMemoryMiddleware as LongTermMemoryMiddleware,
+    MemoryRecord as MemoryRecord,
+    MemoryScope as MemoryScope,
 )
 from ._memory import (
     PARTIAL_TAG as PARTIAL_TAG,
@@ -296,6 +324,9 @@ from ._run import (
     RunPhase as RunPhase,
     RunStatus as RunStatus,
 )
+from ._selection import (
+    select_model as select_model,
+)
 from ._sink import (
     EventListener as EventListener,
     EventSink as EventSink,
@@ -355,6 +386,12 @@ from ._summarization import (
     SummaryPlan as SummaryPlan,
     SummaryRecord as SummaryRecord,
 )
+from ._thread_compaction import (
+    THREAD_COMPACTIONS_NAMESPACE as THREAD_COMPACTIONS_NAMESPACE,
+    PersistedSummary as PersistedSummary,
+    ThreadCompaction as ThreadCompaction,
+    thread_compactions as thread_compactions,
+)
 from ._tokens import (
     EstimatorStats as EstimatorStats,
     HeuristicCounter as HeuristicCounter,
@@ -370,6 +407,10 @@ from ._tool_progress import (
 from ._tool_registry import (
     ToolProvider as ToolProvider,
     ToolRegistry as ToolRegistry,
+)
+from ._tool_results import (
+    TRUNCATED_TAG as TRUNCATED_TAG,
+    ToolResultLimit as ToolResultLimit,
 )
 from ._tools import (
     FunctionTool as FunctionTool,
@@ -432,12 +473,15 @@ __all__ = [
     "COMPACTED_TAG",
     "CONFIGURABLE_KEYS",
     "CacheHit",
+    "CacheLayoutEvent",
     "CacheMiss",
+    "CachePolicy",
     "CacheRegistry",
     "CallId",
     "Cancel",
     "CancellationToken",
     "Cancelled",
+    "CapabilitySet",
     "CellId",
     "ChatHistory",
     "ChatModel",
@@ -477,6 +521,11 @@ __all__ = [
     "FallbackUsed",
     "FanOutSink",
     "FunctionTool",
+    "GuardrailResult",
+    "GuardrailStage",
+    "GuardrailTripped",
+    "GuardrailTrippedEvent",
+    "GuardrailsMiddleware",
     "HarnessRunStatus",
     "HeuristicCounter",
     "HookCounter",
@@ -491,6 +540,7 @@ __all__ = [
     "InMemoryVectorStore",
     "InjectMessage",
     "Injected",
+    "InputGuardrail",
     "InvalidIdError",
     "JournalSink",
     "JsonBlock",
@@ -503,12 +553,16 @@ __all__ = [
     "LimitReached",
     "LimitTracker",
     "LoggingMiddleware",
+    "LongTermMemory",
+    "LongTermMemoryMiddleware",
     "MCPServer",
     "MODE_KINDS",
     "MaxTokens",
     "MemoryLoaded",
     "MemoryMiddleware",
+    "MemoryRecord",
     "MemorySaved",
+    "MemoryScope",
     "Message",
     "MessageDelta",
     "MessageTrimMiddleware",
@@ -522,14 +576,17 @@ __all__ = [
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
+    "ModelHint",
     "ModelNotFound",
     "ModelOverrides",
     "ModelPricing",
     "ModelProfile",
     "ModelRegistry",
     "ModelRequest",
+    "ModelResolutionSource",
     "ModelResponse",
     "ModelSelected",
+    "ModelSelection",
     "ModelStarted",
     "ModelStreamItem",
     "ModelSummarizer",
@@ -537,9 +594,12 @@ __all__ = [
     "Observed",
     "OpenAIChatModel",
     "OpenAIEmbeddingModel",
+    "OutputGuardrail",
     "OutputSpec",
     "PARTIAL_TAG",
     "Pause",
+    "PersistedSummary",
+    "PrefixStatus",
     "PressurePolicy",
     "PressureResult",
     "PriceSource",
@@ -556,6 +616,7 @@ __all__ = [
     "RateLimiter",
     "RedactingSink",
     "Redirect",
+    "ResolvedModel",
     "ResponseCache",
     "ResponseCacheStats",
     "ResponseFormat",
@@ -634,12 +695,15 @@ __all__ = [
     "SummaryPlan",
     "SummaryRecord",
     "SystemMessage",
+    "THREAD_COMPACTIONS_NAMESPACE",
     "TOOL_OUTPUT_NAMESPACE",
+    "TRUNCATED_TAG",
     "TemplateRole",
     "TextBlock",
     "TextDelta",
     "ThinkingBlock",
     "ThinkingDelta",
+    "ThreadCompaction",
     "ThreadId",
     "TinyAgentsError",
     "TokenCounter",
@@ -655,11 +719,13 @@ __all__ = [
     "ToolDeltaEvent",
     "ToolError",
     "ToolFailed",
+    "ToolGuardrail",
     "ToolMessage",
     "ToolProvider",
     "ToolRegistry",
     "ToolReporter",
     "ToolResult",
+    "ToolResultLimit",
     "ToolSchema",
     "ToolStarted",
     "TreeBudget",
@@ -702,10 +768,12 @@ __all__ = [
     "require_approval",
     "resolve_model",
     "secrets_from_env",
+    "select_model",
     "set_state",
     "steering_from_dict",
     "steering_to_dict",
     "strategy_for_profile",
+    "thread_compactions",
     "tokenizer_for_model",
     "tool",
     "trim_messages",

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from ._cache_policy import CacheLayoutEvent, PrefixStatus
 from ._errors import ConfigurationError
 from ._messages import Message, ToolCall
 from ._middleware import Middleware
@@ -106,13 +107,37 @@ def _prefix_fingerprint(request: ModelRequest) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+def _prefix_status(
+    previous: tuple[str, Sequence[Message]] | None, fingerprint: str, messages: Sequence[Message]
+) -> tuple[PrefixStatus, int]:
+    """How ``messages`` relate to the previous request, and how many leading messages they share.
+
+    Append-only growth (every earlier message unchanged) keeps the provider's cache: ``appended``.
+    Compared by identity first, so the loop's unchanged messages cost one pointer check each.
+    """
+    if previous is None:
+        return "first", 0
+    old_fingerprint, old = previous
+    shared = 0
+    for a, b in zip(old, messages, strict=False):
+        if a is not b and a != b:
+            break
+        shared += 1
+    if old_fingerprint != fingerprint:
+        return "prefix_changed", shared
+    if shared < len(old):
+        return "rewritten", shared
+    return ("same" if len(messages) == len(old) else "appended"), shared
+
+
 class PromptCacheGuardMiddleware(Middleware):
     """Detects changes that break a provider's prompt cache within a run.
 
     Providers cache the longest stable prefix of a request. Two things silently defeat that: the
     stable prefix (leading system messages and tool schemas) changing between calls, and earlier
     messages being rewritten rather than appended to. Each is recorded in ``violations`` (and
-    logged); with ``strict=True`` the model call is refused instead.
+    logged); with ``strict=True`` the model call is refused instead. Append-only growth is stable.
+    Every call emits a ``cache.layout`` event (``CacheLayoutEvent``) saying which it was.
 
     The check runs in ``before_send``, on the request as it is sent: after every middleware's
     ``before_model`` and after the context-pressure chain, whose trimming, summaries and compaction
@@ -129,13 +154,20 @@ class PromptCacheGuardMiddleware(Middleware):
         fingerprint = _prefix_fingerprint(request)
         previous = self._last.get(ctx.run_id)
         self._last[ctx.run_id] = (fingerprint, request.messages)
-        if previous is None:
-            return
-        old_fingerprint, old_messages = previous
+        status, shared = _prefix_status(previous, fingerprint, request.messages)
+        ctx.emit(
+            CacheLayoutEvent,
+            status=status,
+            stable_messages=_stable_prefix_len(request.messages),
+            shared_messages=shared,
+            messages=len(request.messages),
+            tools=len(request.tools),
+            prompt_cache=request.prompt_cache,
+        )
         problem = None
-        if old_fingerprint != fingerprint:
+        if status == "prefix_changed":
             problem = "the stable prompt prefix (system messages or tool schemas) changed"
-        elif list(request.messages[: len(old_messages)]) != list(old_messages):
+        elif status == "rewritten":
             problem = "earlier messages were rewritten instead of appended to"
         if problem is not None:
             note = f"run {ctx.run_id}: {problem}; the provider's prompt cache will miss"

@@ -19,6 +19,7 @@ TinyAgentsError
     │   ├── UnknownToolError             the model asked for a tool that is not registered
     │   └── ToolArgumentsError           the model's arguments do not parse or validate
     ├── StructuredOutputError            the final answer does not match the requested schema
+    ├── GuardrailTripped                 an input, output or tool guardrail blocked the run
     └── ProviderError                    a model provider answered with an error
 ```
 
@@ -39,6 +40,7 @@ __all__ = [
     "Cancelled",
     "ConfigurationError",
     "ContextLimitError",
+    "GuardrailTripped",
     "InvalidIdError",
     "LimitExceeded",
     "ModelNotFound",
@@ -226,6 +228,35 @@ class ToolArgumentsError(ToolError):
 
 class StructuredOutputError(RunError):
     """The model's final answer does not validate against the requested output type."""
+
+
+class GuardrailTripped(RunError):
+    """A guardrail blocked the run.
+
+    Attributes:
+        guardrail: The guardrail's name.
+        stage: Where it tripped: ``"input"``, ``"output"``, ``"tool_input"`` or ``"tool_output"``.
+        reason: Why, as the guardrail said.
+        info: The guardrail's extra facts.
+        tool_name: The tool concerned, for the tool stages.
+    """
+
+    def __init__(
+        self,
+        guardrail: str,
+        stage: str,
+        reason: str,
+        *,
+        info: Mapping[str, object] | None = None,
+        tool_name: str | None = None,
+    ) -> None:
+        where = f"{stage} of tool `{tool_name}`" if tool_name else stage
+        super().__init__(f"guardrail {guardrail!r} tripped on the {where}: {reason or '(no reason given)'}")
+        self.guardrail = guardrail
+        self.stage = stage
+        self.reason = reason
+        self.info: dict[str, object] = dict(info or {})
+        self.tool_name = tool_name
 
 
 class ProviderError(RunError):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from ._approval import ApprovalDecision, ApprovalDesk, ApprovalRequest, UnattendedApproval
+from ._cache_policy import CachePolicy
 from ._child_steering import SubAgentHandle, find_child
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._context import RunConfig, RunContext
@@ -65,10 +66,14 @@ class RunPolicy:
         structured_retries: How many times an invalid structured answer is sent back to the model
             with its validation error before the run fails with ``StructuredOutputError``; each
             repair is one more model call under the usual limits (0: no repair).
+        reactive_compactions: How many times one model call is compacted and re-sent after the
+            provider rejects its prompt as too long (``ContextLimitError``) despite the estimate;
+            0 lets that error end the run.
         max_output_tokens: Cap on each request's output tokens.
         temperature: Sampling temperature passed to the model.
         model_settings: Extra provider parameters for every request.
         response_cache: A local response cache (else the context's ``cache.response_cache`` is used, if any).
+        cache: Which caches are used at all: the response cache and provider prompt-cache breakpoints.
         rate_limiter: Throttles model calls.
         clock: Time source (the testkit's ``DeterministicClock`` makes durations reproducible).
         ids: Id source for call ids and child run ids (``DeterministicIds`` in tests).
@@ -88,10 +93,12 @@ class RunPolicy:
     output: OutputSpec | None = None
     structured_strategy: Literal["auto"] | StructuredStrategy = "auto"
     structured_retries: int = 2
+    reactive_compactions: int = 2
     max_output_tokens: int | None = None
     temperature: float | None = None
     model_settings: Mapping[str, Any] = field(default_factory=dict)
     response_cache: ResponseCache | None = None
+    cache: CachePolicy = field(default_factory=CachePolicy)
     rate_limiter: RateLimiter | None = None
     clock: Clock = SYSTEM_CLOCK
     ids: IdSource = RANDOM_IDS
@@ -111,6 +118,9 @@ class RunPolicy:
         retries: object = self.structured_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")
+        reactive: object = self.reactive_compactions
+        if isinstance(reactive, bool) or not isinstance(reactive, int) or reactive < 0:
+            raise ConfigurationError(f"reactive_compactions must be an int >= 0, got {reactive!r}")
         output: object = self.output
         if output is not None and not isinstance(output, OutputSpec):  # a type or a schema, for convenience
             object.__setattr__(self, "output", OutputSpec.of(output))
@@ -194,6 +204,8 @@ class AgentHarness(Generic[DataT]):
 
     # ---------------------------------------------------------------------------- hooks used by the loop
     def response_cache_for(self, ctx: RunContext[Any]) -> ResponseCache | None:
+        if not self.policy.cache.response_cache:
+            return None
         if self.policy.response_cache is not None:
             return self.policy.response_cache
         cache = ctx.cache.response_cache

@@ -63,9 +63,11 @@ from ._messages import (
     ToolMessage,
 )
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
+from ._reactive import call_compacting
 from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
+from ._selection import eligible_models, refit_for, with_resolved
 from ._steering import SteeringHandle, apply_batch
 from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
@@ -114,6 +116,7 @@ class RunLoop:
         self.tool_calls = 0
         self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
         self.streamed = False  # whether the current attempt has emitted a delta
+        self.serving: Any = "configured"  # why the current model serves the call (a ModelResolutionSource)
         self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
         self.supplied: dict[int, ToolResult] = {}  # results a before_tool hook supplied (SkipTool), by id(call)
         self.started = self.clock.monotonic()
@@ -216,6 +219,7 @@ class RunLoop:
                 temperature=policy.temperature if overrides.temperature is None else overrides.temperature,
                 settings=overrides.settings(policy.model_settings),
                 thread_id=ctx.config.thread_id,
+                prompt_cache=policy.cache.prompt_cache,
             )
             if output is not None and strategy is not None:
                 request = prepare_request(request, output, strategy)
@@ -229,7 +233,7 @@ class RunLoop:
             call_id = str(self.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
-            response = await self._call_model(request, call_id)
+            response = await call_compacting(self, request, call_id)  # _call_model, compacting on "too long"
             self.model_calls += 1
             self.status.model_calls = self.model_calls
             self.status.active_model_call = None
@@ -270,10 +274,11 @@ class RunLoop:
     async def _call_model(self, request: ModelRequest, call_id: str) -> ModelResponse:
         harness, ctx, policy = self.harness, self.ctx, self.harness.policy
         cache = harness.response_cache_for(ctx)
-        models: Sequence[ChatModel] = harness.model_chain
+        chain: Sequence[ChatModel] = harness.model_chain
         first = self.overrides.model
         if first:  # configurable picked a fallback model to go first
-            models = (models[first], *models[:first], *models[first + 1 :])
+            chain = (chain[first], *chain[:first], *chain[first + 1 :])
+        models: Sequence[ChatModel] = eligible_models(chain, request)  # required capabilities
         last_error: BaseException | None = None
         self.attempt = 0
         for index, model in enumerate(models):
@@ -287,9 +292,12 @@ class RunLoop:
                     to_model=model.model_name,
                     error=_error_text(last_error),
                 )
+                request = await refit_for(harness, ctx, request, model)  # a smaller window than the first's
             if index or first is not None:  # a choice was made: the primary model is the quiet default
                 reason = "fallback" if index else "configurable"
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
+            chosen = model is harness.model or first is not None
+            self.serving = "fallback" if index else "configured" if chosen else "capabilities"
             ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
             started = self.clock.monotonic()
             key = None
@@ -350,10 +358,8 @@ class RunLoop:
     ) -> ModelResponse:
         ctx = self.ctx
         self.partial = None
-        if response.model is None or response.provider is None:  # record who actually served the call
-            response = replace(
-                response, model=response.model or model.model_name, provider=response.provider or model.provider
-            )
+        # record who actually served the call (model, provider, ResolvedModel)
+        response = with_resolved(response, model, "cache" if cached else self.serving)
         response = await self.harness.middleware.after_model(ctx, response)
         if not cached and not response.usage.is_empty:
             served = response.model or model.model_name

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterable, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
@@ -40,6 +40,7 @@ from ._messages import (
 )
 from ._middleware import Middleware
 from ._stores import JsonValue, Store, _StoreBase
+from ._thread_compaction import ThreadCompaction, is_summary
 from ._trim import KeepFirstAndLast, KeepLast, MaxTokens, TrimStrategy, trim_messages
 
 if TYPE_CHECKING:
@@ -261,19 +262,28 @@ def _require_thread(ctx: RunContext[Any], what: str) -> str:
 
 
 class ShortTermMemory:
-    """A thread's recent conversation, loaded before a run and saved after it.
+    """A thread's recent conversation, loaded before a run and saved after it (``scope == "short_term"``).
 
     Args:
         history: Where the thread's messages live.
         max_messages: Keep only the last ``max_messages`` non-system messages when loading.
         trim: A further ``TrimStrategy`` applied when loading (e.g. ``MaxTokens``).
+        compaction: Compacts the stored thread when it is loaded and has grown too long, persisting
+            the summary in the thread (``ThreadCompaction``); applied before ``max_messages`` and ``trim``.
 
     Cut points are repaired by ``trim_messages``: a loaded window keeps earlier turns whole (never
     an answer without its question) and never starts with tool results whose call was cut off.
     """
 
+    scope: Literal["short_term"] = "short_term"  # a MemoryScope; LongTermMemory's is "long_term"
+
     def __init__(
-        self, history: ChatHistory, *, max_messages: int | None = None, trim: TrimStrategy | None = None
+        self,
+        history: ChatHistory,
+        *,
+        max_messages: int | None = None,
+        trim: TrimStrategy | None = None,
+        compaction: ThreadCompaction | None = None,
     ) -> None:
         if not isinstance(history, ChatHistory):
             raise ConfigurationError(f"{type(history).__name__} does not implement the ChatHistory protocol")
@@ -282,14 +292,19 @@ class ShortTermMemory:
             raise ConfigurationError(f"max_messages must be an int >= 1 or None, got {max_messages!r}")
         if trim is not None and not isinstance(trim, KeepLast | KeepFirstAndLast | MaxTokens):
             raise ConfigurationError(f"trim must be a TrimStrategy (KeepLast, ...), got {type(trim).__name__}")
+        if compaction is not None and not isinstance(compaction, ThreadCompaction):
+            raise ConfigurationError(f"compaction must be a ThreadCompaction, got {type(compaction).__name__}")
         self.history = history
         self.max_messages = max_messages
         self.trim = trim
+        self.compaction = compaction
 
     async def load(self, ctx: RunContext[Any]) -> list[Message]:
         """The run's thread, trimmed as configured; emits ``memory.loaded``."""
         thread_id = _require_thread(ctx, "ShortTermMemory.load")
         messages = self.history.load(thread_id)
+        if self.compaction is not None:
+            messages = await self.compaction.compact_if_needed(ctx, self.history, thread_id, messages)
         if self.max_messages is not None:
             messages = trim_messages(messages, KeepLast(n=self.max_messages))
         if self.trim is not None:
@@ -342,8 +357,8 @@ class MemoryMiddleware(Middleware):
         lead = 0
         while lead < len(messages) and isinstance(messages[lead], SystemMessage):
             lead += 1
-        if lead:
-            history = [m for m in history if not isinstance(m, SystemMessage)]
+        if lead:  # the run brings its own system prompt: keep only the thread's summaries
+            history = [m for m in history if not isinstance(m, SystemMessage) or is_summary(m)]
         if history and messages[lead : lead + len(history)] == history:
             loaded = messages[lead : lead + len(history)]  # the caller passed the transcript already
         else:

@@ -13,6 +13,8 @@ from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
+from ._capabilities import CapabilitySet, ResolvedModel
+from ._errors import ConfigurationError
 from ._messages import AssistantMessage, Message, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta
 from ._usage import Usage
 
@@ -74,6 +76,10 @@ class ModelRequest:
         temperature: Sampling temperature.
         settings: Extra provider parameters passed through as-is (e.g. ``{"seed": 7}``).
         thread_id: The conversation, so providers that key prompt caches by user/thread can do so.
+        required_capabilities: What the serving model must be able to do; the loop sends the call to
+            the first model of its chain whose profile covers it.
+        prompt_cache: Whether the adapter may place provider prompt-cache breakpoints
+            (``CachePolicy.prompt_cache``).
     """
 
     messages: Sequence[Message]
@@ -85,9 +91,28 @@ class ModelRequest:
     temperature: float | None = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     thread_id: str | None = None
+    required_capabilities: CapabilitySet | None = None
+    prompt_cache: bool = True
 
     def with_messages(self, messages: Sequence[Message]) -> ModelRequest:
         return replace(self, messages=messages)
+
+    def with_required_capabilities(
+        self, capabilities: CapabilitySet | None = None, **flags: bool | int
+    ) -> ModelRequest:
+        """This request, also requiring ``capabilities`` and/or ``flags`` (``vision=True``, ``context_tokens=...``)."""
+        try:
+            wanted = CapabilitySet(**flags)  # type: ignore[arg-type]
+        except TypeError:
+            raise ConfigurationError(
+                f"unknown capability in {sorted(flags)}; known: tools, structured_output, vision, reasoning, "
+                "streaming, context_tokens"
+            ) from None
+        if capabilities is not None:
+            wanted = wanted.merge(capabilities)
+        if self.required_capabilities is not None:
+            wanted = wanted.merge(self.required_capabilities)
+        return replace(self, required_capabilities=wanted)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -99,6 +124,7 @@ class ModelResponse:
     finish_reason: str | None = None
     model: str | None = None
     provider: str | None = None
+    resolved: ResolvedModel | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

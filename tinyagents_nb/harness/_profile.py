@@ -40,6 +40,7 @@ class ModelProfile:
         supports_streaming: Whether ``stream`` is available.
         structured_output: The best structured-output strategy the model supports.
         supports_reasoning: Whether the model reports reasoning content or reasoning tokens.
+        supports_vision: Whether the model accepts images.
     """
 
     name: str
@@ -51,6 +52,7 @@ class ModelProfile:
     supports_streaming: bool = True
     structured_output: StructuredOutputSupport = "tool"
     supports_reasoning: bool = False
+    supports_vision: bool = False
 
     def __post_init__(self) -> None:
         for field_name in ("context_window", "max_output_tokens"):
@@ -85,6 +87,10 @@ def claude_facts(model: str) -> tuple[int | None, bool, bool]:
 
 _NATIVE_SCHEMA_RE: Final = re.compile(
     r"(?:ft:)?(?:gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|o1(?!-mini|-preview)|o[3-9])", re.IGNORECASE
+)
+_VISION_RE: Final = re.compile(
+    r"gpt-4o|gpt-4\.1|gpt-4\.5|gpt-5|(?:^|[/:])o[1-9](?!-mini|-preview)|claude-(?:3|opus|sonnet|haiku)|gemini|vision|pixtral|llava",
+    re.IGNORECASE,
 )
 _NO_TOOLS_RE: Final = re.compile(r"o1-(?:mini|preview)", re.IGNORECASE)
 _REASONING_RE: Final = re.compile(
@@ -132,4 +138,5 @@ def profile_for(provider: str | _Named, model: str) -> ModelProfile:
         supports_tools=not _NO_TOOLS_RE.match(model),
         structured_output=structured,
         supports_reasoning=reasoning,
+        supports_vision=bool(_VISION_RE.search(model)),
     )

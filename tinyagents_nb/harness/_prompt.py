@@ -20,6 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal, Self, TypeAlias
 
+from ._cache_policy import PromptCacheLayout, message_digests, tools_digest
 from ._errors import ConfigurationError
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage, dump_messages
 from ._model import ModelRequest, ToolSchema
@@ -325,27 +326,6 @@ def _reject(value: object) -> object:
     raise ConfigurationError(f"a tool schema holds {type(value).__name__}, which is not JSON")
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class PromptCacheLayout:
-    """Where a built prompt's cacheable prefix ends, and its identity.
-
-    Attributes:
-        fingerprint: ``PromptBuilder.fingerprint()`` at the time of the layout.
-        segments: ``(kind, name)`` of every segment, in order.
-        stable_segments: How many leading segments are stable.
-        stable_messages: How many leading messages of ``build()``'s request form the stable prefix.
-    """
-
-    fingerprint: str
-    segments: tuple[tuple[SegmentKind, str], ...]
-    stable_segments: int
-    stable_messages: int
-
-    def is_prefix_stable_against(self, other: PromptCacheLayout) -> bool:
-        """Whether a provider's cached prefix from ``other`` still applies to this prompt."""
-        return self.fingerprint == other.fingerprint
-
-
 class PromptBuilder:
     """Assembles a ``ModelRequest`` from ordered segments, stable ones first.
 
@@ -493,6 +473,8 @@ class PromptBuilder:
             segments=tuple((s.kind, s.name) for s in self._segments),
             stable_segments=sum(s.stable for s in self._segments),
             stable_messages=len(self._stable_prefix()[0]),
+            prefix_digests=message_digests(self._stable_prefix()[0]),
+            tools_digest=tools_digest(self._stable_prefix()[1]),
         )
 
     def __repr__(self) -> str:

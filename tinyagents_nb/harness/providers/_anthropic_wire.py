@@ -260,7 +260,7 @@ def build_body(
     fmt = request.response_format
     if fmt is not None and fmt.type == "json_schema" and options.native_json:
         body["output_config"] = {"format": {"type": "json_schema", "schema": dict(fmt.schema or {})}}
-    if options.cache:
+    if options.cache and request.prompt_cache:  # CachePolicy(prompt_cache=False) turns them off per harness
         _place_breakpoints(body, body.get("tools"), system, options.cache_ttl)
     if stream:
         body["stream"] = True

@@ -1,0 +1,164 @@
+"""Model selection: capabilities from profiles, hints, the registry, ResolvedModel on every response, re-fits."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tinyagents_nb.harness import (
+    AgentHarness,
+    AssistantMessage,
+    CapabilitySet,
+    ConfigurationError,
+    FallbackPolicy,
+    InMemoryResponseCache,
+    Message,
+    Middleware,
+    ModelHint,
+    ModelNotFound,
+    ModelProfile,
+    ModelRegistry,
+    ModelRequest,
+    ModelResponse,
+    ModelSelection,
+    ProviderError,
+    ResolvedModel,
+    RetryPolicy,
+    RunContext,
+    RunPolicy,
+    TokenEstimator,
+    UserMessage,
+    profile_for,
+    select_model,
+)
+from tinyagents_nb.harness.testkit import ScriptedModel
+
+pytestmark = pytest.mark.anyio
+
+TEXT_ONLY = ModelProfile(name="small", provider="scripted", context_window=8_000, supports_vision=False)
+SEEING = ModelProfile(name="big", provider="scripted", context_window=200_000, supports_vision=True)
+
+
+class Require(Middleware):
+    """Asks for capabilities on every request, and keeps every response's ResolvedModel."""
+
+    def __init__(self, **flags: Any) -> None:
+        self.flags = flags
+        self.resolved: list[ResolvedModel | None] = []
+
+    async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
+        return request.with_required_capabilities(**self.flags) if self.flags else request
+
+    async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
+        self.resolved.append(response.resolved)
+        return response
+
+
+def test_capabilities_come_from_profiles_and_report_what_is_missing() -> None:
+    caps = CapabilitySet.of(TEXT_ONLY)
+    assert caps.tools
+    assert caps.context_tokens == 8_000
+    assert caps.missing(CapabilitySet(vision=True, context_tokens=100_000)) == ("vision", "context_tokens")
+    assert CapabilitySet.of(SEEING).covers(CapabilitySet(vision=True, tools=True, context_tokens=100_000))
+    assert profile_for("openai", "gpt-4o").supports_vision
+    assert not profile_for("openai", "gpt-3.5-turbo").supports_vision
+    with pytest.raises(ConfigurationError):
+        CapabilitySet(context_tokens=0)
+
+
+def test_with_required_capabilities_accumulates() -> None:
+    request = ModelRequest(messages=(UserMessage(text="hi"),))
+    both = request.with_required_capabilities(vision=True).with_required_capabilities(
+        CapabilitySet(context_tokens=50_000)
+    )
+    assert both.required_capabilities == CapabilitySet(vision=True, context_tokens=50_000)
+    assert request.required_capabilities is None
+    with pytest.raises(ConfigurationError, match="unknown capability"):
+        request.with_required_capabilities(telepathy=True)
+
+
+def test_the_registry_resolves_a_selection() -> None:
+    registry = ModelRegistry()
+    registry.register("small", ScriptedModel([], model_name="small", profile=TEXT_ONLY))
+    registry.register("big", ScriptedModel([], model_name="big", profile=SEEING))
+    model, resolved = select_model(registry, ModelSelection(required=CapabilitySet(vision=True)))
+    assert model.model_name == "big"
+    assert resolved == ResolvedModel(provider="test", model="big", source="registry")
+    _, plain = select_model(registry, ModelSelection())
+    assert plain.model == "small"  # registration order when nothing is required
+    _, hinted = select_model(registry, ModelSelection(hint=ModelHint(names=("big", "small"))))
+    assert (hinted.model, hinted.source) == ("big", "hint")
+    with pytest.raises(ModelNotFound, match="small: lacks vision, context_tokens; big: lacks context_tokens"):
+        select_model(registry, ModelSelection(required=CapabilitySet(vision=True, context_tokens=500_000)))
+    with pytest.raises(ModelNotFound, match="small: provider scripted; big: provider scripted"):
+        select_model(registry, ModelSelection(hint=ModelHint(provider="openai")))
+
+
+async def test_the_loop_sends_a_call_to_the_first_model_with_the_required_capabilities() -> None:
+    small = ScriptedModel(["never"], model_name="small", profile=TEXT_ONLY)
+    big = ScriptedModel(["I see a cat."], model_name="big", profile=SEEING)
+    require = Require(vision=True)
+    harness = AgentHarness(model=small, policy=RunPolicy(fallback=FallbackPolicy([big])), middleware=[require])
+    run = await harness.invoke("what is in the picture?")
+    assert run.final_text == "I see a cat."
+    assert small.requests == []
+    assert require.resolved == [ResolvedModel(provider="test", model="big", source="capabilities")]
+
+
+async def test_no_capable_model_is_a_clear_error() -> None:
+    small = ScriptedModel(["never"], model_name="small", profile=TEXT_ONLY)
+    harness = AgentHarness(model=small, middleware=[Require(vision=True)])
+    with pytest.raises(ModelNotFound, match="small: lacks vision"):
+        await harness.invoke("look")
+
+
+async def test_every_response_records_who_served_it() -> None:
+    cache = InMemoryResponseCache()
+    require = Require()
+    model = ScriptedModel(["hello", "hello again"], model_name="small", profile=TEXT_ONLY)
+    harness = AgentHarness(model=model, policy=RunPolicy(response_cache=cache), middleware=[require])
+    await harness.invoke("hi")
+    await harness.invoke("hi")  # the same request: served from the cache
+    assert [r.source if r else None for r in require.resolved] == ["configured", "cache"]
+
+    failing = ScriptedModel([ProviderError("down", status=500, retryable=True)], model_name="small", profile=TEXT_ONLY)
+    backup = ScriptedModel(["from backup"], model_name="big", profile=SEEING)
+    require = Require()
+    policy = RunPolicy(fallback=FallbackPolicy([backup]), retry=RetryPolicy(max_attempts=1))
+    await AgentHarness(model=failing, policy=policy, middleware=[require]).invoke("hi")
+    assert require.resolved == [ResolvedModel(provider="test", model="big", source="fallback")]
+
+
+async def test_a_fallback_with_a_smaller_window_gets_a_refitted_request() -> None:
+    history: list[Message] = []
+    for i in range(40):
+        history += [UserMessage(text=f"question {i} " * 30), AssistantMessage(text=f"answer {i} " * 30)]
+    history.append(UserMessage(text="final?"))
+    primary = ScriptedModel([ProviderError("down", status=503, retryable=True)], model_name="big", profile=SEEING)
+    narrow = ModelProfile(name="narrow", provider="scripted", context_window=2_000, max_output_tokens=200)
+    backup = ScriptedModel(["ok"], model_name="narrow", profile=narrow)
+    policy = RunPolicy(fallback=FallbackPolicy([backup]), retry=RetryPolicy(max_attempts=1))
+    run = await AgentHarness(model=primary, policy=policy).invoke(history)
+    assert run.final_text == "ok"
+    estimator = TokenEstimator.for_model("narrow")
+    assert estimator.estimate(primary.requests[0].messages) > 2_000  # the first model got everything
+    assert estimator.estimate(backup.requests[0].messages) <= 2_000 - 200
+    assert backup.requests[0].messages[-1] == UserMessage(text="final?")
+
+
+def test_recording_the_resolved_model_keeps_every_other_response_field() -> None:
+    """The loop rebuilds the response in one constructor call: a field added later must not be dropped."""
+    import dataclasses
+
+    from tinyagents_nb.harness._selection import with_resolved
+
+    model = ScriptedModel([], model_name="small", profile=TEXT_ONLY)
+    original = ModelResponse(message=AssistantMessage(text="x"), finish_reason="stop", model="alias", provider="p")
+    done = with_resolved(original, model, "configured")
+    for f in dataclasses.fields(ModelResponse):
+        if f.name != "resolved":
+            assert getattr(done, f.name) == getattr(original, f.name), f.name
+    assert done.resolved == ResolvedModel(provider="p", model="alias", source="configured")
+    bare = with_resolved(ModelResponse(message=AssistantMessage(text="x")), model, "fallback")
+    assert (bare.model, bare.provider) == ("small", "test")

@@ -1,0 +1,142 @@
+"""Model selection: choosing a model by hint and capabilities, and recording who served each call.
+
+``select_model(registry, selection)`` resolves a ``ModelSelection`` against the registry's models
+and their profiles. Inside a run the loop uses ``eligible_models``: a request that says
+``with_required_capabilities(...)`` goes to the first model of the harness's chain (its model, then
+its fallbacks) whose profile covers them. ``resolved_model`` is what the loop records on every
+response, so a parent and its sub-agents (whose responses reach the same event stream) agree on
+which provider and model actually answered. ``refit_for`` re-fits a request to a fallback model's
+smaller window before it is sent there.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ._capabilities import CapabilitySet, ModelResolutionSource, ModelSelection, ResolvedModel
+from ._errors import ModelNotFound
+from ._model import ModelResponse
+from ._pressure import ContextPressureChain
+from ._profile import ModelProfile, profile_for
+from ._providers import ModelRegistry, resolve_model
+from ._tokens import TokenEstimator
+from ._window import ContextWindow
+
+if TYPE_CHECKING:
+    from ._context import RunContext
+    from ._harness import AgentHarness
+    from ._model import ChatModel, ModelRequest
+
+__all__ = ["select_model"]
+
+
+def _profile(model: ChatModel) -> ModelProfile:
+    own = getattr(model, "profile", None)
+    return own if isinstance(own, ModelProfile) else profile_for(model.provider, model.model_name)
+
+
+def select_model(registry: ModelRegistry, selection: ModelSelection) -> tuple[ChatModel, ResolvedModel]:
+    """The first model that fits ``selection``: its hint's names in order, else every registered name.
+
+    A hint's provider narrows the candidates; each candidate's profile (registered, the model's own,
+    or guessed from its name) must cover ``selection.required``.
+
+    Raises:
+        ModelNotFound: No candidate fits; the message says why each was rejected.
+    """
+    hint = selection.hint
+    hinted = bool(hint and hint.names)
+    names = list(hint.names) if hint and hint.names else registry.names()
+    rejected: list[str] = []
+    for name in names:
+        try:
+            profile = registry.profile(name)
+        except ModelNotFound:
+            rejected.append(f"{name}: unknown")
+            continue
+        if hint and hint.provider and profile.provider != hint.provider:
+            rejected.append(f"{name}: provider {profile.provider}")
+            continue
+        lacking = CapabilitySet.of(profile).missing(selection.required)
+        if lacking:
+            rejected.append(f"{name}: lacks {', '.join(lacking)}")
+            continue
+        model = registry.resolve(name) if name in registry else resolve_model(name)
+        return model, ResolvedModel(
+            provider=model.provider, model=model.model_name, source="hint" if hinted else "registry"
+        )
+    raise ModelNotFound(
+        ", ".join(names) or "(no models registered)",
+        detail="no model fits the selection" + (f" ({'; '.join(rejected)})" if rejected else ""),
+    )
+
+
+def eligible_models(chain: Sequence[ChatModel], request: ModelRequest) -> Sequence[ChatModel]:
+    """The chain, from the first model that covers the request's required capabilities.
+
+    Raises:
+        ModelNotFound: No model of the chain covers them.
+    """
+    required = request.required_capabilities
+    if required is None:
+        return chain
+    lacks: list[str] = []
+    for i, model in enumerate(chain):
+        missing = CapabilitySet.of(_profile(model)).missing(required)
+        if not missing:
+            return chain[i:] if i else chain
+        lacks.append(f"{model.model_name}: lacks {', '.join(missing)}")
+    raise ModelNotFound(
+        chain[0].model_name,
+        detail=f"no model of the chain has the required capabilities ({'; '.join(lacks)})",
+        hint="add a capable model to the FallbackPolicy or drop the requirement",
+    )
+
+
+def with_resolved(response: ModelResponse, model: ChatModel, source: ModelResolutionSource) -> ModelResponse:
+    """``response`` naming who served it: ``model``/``provider`` filled in when missing, and its ``ResolvedModel``.
+
+    One constructor call on the hot path (``dataclasses.replace`` costs several times more), and the
+    ``ResolvedModel`` is shared between calls served alike.
+    """
+    served = response.model or model.model_name
+    provider = response.provider or model.provider
+    return ModelResponse(
+        message=response.message,
+        usage=response.usage,
+        finish_reason=response.finish_reason,
+        model=served,
+        provider=provider,
+        resolved=_resolved(provider, served, source),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _resolved(provider: str, model: str, source: ModelResolutionSource) -> ResolvedModel:
+    return ResolvedModel(provider=provider, model=model, source=source)
+
+
+async def refit_for(
+    harness: AgentHarness[Any], ctx: RunContext[Any], request: ModelRequest, model: ChatModel
+) -> ModelRequest:
+    """``request`` made to fit ``model``'s window when that is smaller than the one it was fitted to."""
+    size = _profile(model).context_window
+    fitted = harness.context_window
+    if size is None or (fitted is not None and fitted.max_tokens <= size):
+        return request
+    reserved = min(_profile(model).max_output_tokens or 4_096, size // 4)
+    window = ContextWindow(model=model.model_name, max_tokens=size, reserved_output_tokens=reserved)
+    estimator = TokenEstimator.for_model(model.model_name)
+    tool_tokens = harness._schema_tokens(estimator, tuple(request.tools))
+    chain = harness.pressure if harness.pressure is not None else ContextPressureChain()
+    messages = await chain.relieve(
+        ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
+    )
+    return (
+        request
+        if len(messages) == len(request.messages)
+        and all(a is b for a, b in zip(messages, request.messages, strict=True))
+        else request.with_messages(tuple(messages))
+    )
