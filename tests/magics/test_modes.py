@@ -25,7 +25,7 @@ def test_the_transformer_turns_waiting_agent_cells_into_awaiting_ones(shell: Int
     transform = agent_cell_transformer(magics.waits)
     [code] = transform(["%%agent --name q1\n", "What is {x}?\n"])
     assert code.startswith('await get_ipython().magics_manager.registry["AgentMagics"].agent_cell_async(')
-    assert "'--name q1', 'What is {x}?\\n'" in code
+    assert "get_ipython().var_expand('--name q1'), 'What is {x}?\\n'" in code
     compile(code, "<cell>", "exec", flags=0x2000)  # PyCF_ALLOW_TOP_LEVEL_AWAIT: a valid awaiting cell
     for untouched in (
         ["%%agent --background\n", "hi\n"],  # returns at once anyway
@@ -35,6 +35,9 @@ def test_the_transformer_turns_waiting_agent_cells_into_awaiting_ones(shell: Int
         [],
     ):
         assert transform(untouched) == untouched
+    shell.user_ns["who"] = "q2"  # {name} in the magic line expands as run_cell_magic expands it
+    [code] = transform(["%%agent --name {who}\n", "hi\n"])
+    assert shell.ev(code.split(".agent_cell_async(", 1)[1].split(", 'hi", 1)[0]) == "--name q2"
     run_ok(shell, "%config AgentMagics.blocking = False")
     assert transform(["%%agent\n", "hi\n"]) == ["%%agent\n", "hi\n"]  # background by default now
     assert transform(["%%agent --wait\n", "hi\n"]) != ["%%agent --wait\n", "hi\n"]

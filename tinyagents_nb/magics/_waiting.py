@@ -154,7 +154,11 @@ def agent_cell_transformer(decide: Callable[[list[str]], bool]) -> Callable[[lis
         if line is None:
             return lines
         body = "".join(lines[1:])
-        code = f'await get_ipython().magics_manager.registry["AgentMagics"].agent_cell_async({line!r}, {body!r})\n'
+        # ``{name}`` in the magic line expands as IPython's run_cell_magic would expand it.
+        code = (
+            f'await get_ipython().magics_manager.registry["AgentMagics"]'
+            f".agent_cell_async(get_ipython().var_expand({line!r}), {body!r})\n"
+        )
         return [code]
 
     return transform
