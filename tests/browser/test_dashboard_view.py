@@ -42,7 +42,8 @@ CELLS = [
         "    input_per_mtok=Decimal('0.15'), output_per_mtok=Decimal('0.60')))\n"
         "get_session().register_model('endless', StreamingMock(['more '] * 5000, chunk_delay_s=0.05))"
     ),
-    "%%agent --model slow --background\nTell me a long story, then the totals.",
+    "%%agent --model slow --background --name story\nTell me a long story, then the totals.",
+    "story.dashboard  # the live panes again, once the record has replaced them",
     "%%agent --model endless --background --new-thread\nKeep going.",
 ]
 
@@ -97,7 +98,15 @@ def test_the_dashboard_reads_well_in_jupyterlab(tmp_path: Path) -> None:
             assert later["scroll"] - later["client"] <= 2, later  # nothing hidden inside it
             assert later["maxHeight"] == "none", later
 
-            # finished: the answer rendered by JupyterLab's Markdown renderer, raw HTML inert
+            # finished: the run's static record replaces the dashboard in its cell (rendered Markdown)
+            record = panel.locator(".jp-Cell").nth(2).locator(".jp-Cell-outputArea")
+            expect(record).to_contain_text("[completed", timeout=60_000)
+            expect(record.locator("table").first).to_be_visible()
+            expect(record).not_to_contain_text("running")
+            # the dashboard itself, displayed again: the answer rendered by the frontend, raw HTML inert
+            _run_cell(page, 3)
+            dash = panel.locator(".jp-Cell").nth(3).locator(".ta-dash")
+            transcript = dash.locator(".ta-transcript")
             expect(dash.locator(".ta-head")).to_contain_text("● completed", timeout=60_000)
             expect(transcript.locator("table")).to_be_visible()
             expect(transcript.locator("code", has_text="Vec<T>")).to_be_visible()  # inline code, shown as written
@@ -138,8 +147,8 @@ def test_the_dashboard_reads_well_in_jupyterlab(tmp_path: Path) -> None:
             page.screenshot(path=str(ARTIFACTS / "dashboard-dark.png"), full_page=True)
 
             # a kernel restart while a run streams: the open dashboard stops claiming to run
-            _run_cell(page, 3)
-            live = panel.locator(".jp-Cell").nth(3).locator(".ta-dash")
+            _run_cell(page, 4)
+            live = panel.locator(".jp-Cell").nth(4).locator(".ta-dash")
             expect(live.locator(".ta-transcript")).to_contain_text("more", timeout=60_000)
             page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
             expect(live.locator(".ta-gone")).to_be_visible(timeout=30_000)

@@ -178,7 +178,7 @@ def test_stop_cancels_a_waiting_cell_and_the_saved_notebook_shows_the_answer(
                 expect(prompt).to_contain_text(f"[{index + 1}]", timeout=60_000)
             last = panel.locator(".jp-Cell").nth(len(CELLS) - 1)
             _run_cell(page, panel, len(CELLS) - 1)
-            output = last.locator(".jp-OutputArea")
+            output = last.locator(".jp-Cell-outputArea")
             expect(output).to_contain_text("word3", timeout=60_000)  # text streams in while the cell waits
             expect(last.locator(".jp-InputPrompt")).to_contain_text("[*]")
             page.screenshot(path=str(ARTIFACTS / f"{frontend}-waiting-streaming.png"), full_page=True)
@@ -236,7 +236,7 @@ def test_after_a_kernel_restart_a_live_dashboard_says_the_kernel_is_gone(lab: st
                 _run_cell(page, panel, index)
                 prompt = panel.locator(".jp-Cell").nth(index).locator(".jp-InputPrompt")
                 expect(prompt).to_contain_text(f"[{index + 1}]", timeout=60_000)
-            output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-OutputArea")
+            output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-Cell-outputArea")
             expect(output).to_contain_text("word3", timeout=60_000)
             gone = output.locator(".tinyagents-gone")
             expect(gone).to_be_hidden()  # the kernel is alive: no note

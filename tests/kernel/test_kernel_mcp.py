@@ -70,7 +70,7 @@ def test_stop_during_an_mcp_call_in_a_real_kernel(kernel: KernelHarness) -> None
     )
     assert kernel.execute(setup).status == "ok"
     assert kernel.execute(f"%agent mcp add calc2 -- {{sys.executable}} {SERVER}").status == "ok"
-    kernel.execute("%%agent --model slowcall --name stuck\nwait for it")  # background: the kernel goes idle
+    kernel.execute("%%agent --background --model slowcall --name stuck\nwait for it")  # the kernel goes idle
     wait_for(kernel, "os.path.exists('started')", timeout=60)  # the server is inside the call (its cwd: the kernel's)
     stopped = time.monotonic()
     assert kernel.execute("%agent stop stuck").status == "ok"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 
 import pytest
@@ -77,6 +78,23 @@ def test_the_record_has_tool_calls_failures_and_no_running(shell: InteractiveShe
     failed = last_run(shell)._repr_mimebundle_()
     assert "**run failed: ProviderError: upstream is down" in failed["text/markdown"]
     assert "running" not in failed["text/plain"]
+
+
+def test_the_record_neutralises_html_and_script_links_from_the_model(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    # The frontend renders the record's Markdown as trusted output: model text must not become live HTML.
+    hostile = '<img src="x" onerror="steal()"> [bad](javascript:steal()) `a<b` ![pic](https://evil.example/p.png)'
+    session.register_tool(_noop, name="noop")
+    session.register_model("hostile", ScriptedModel([ScriptedModel.tool_call("noop", {"x": 1}), hostile]))
+    run_ok(shell, "%%agent --model hostile --name h\nhi")
+    markdown = last_run(shell)._repr_mimebundle_()["text/markdown"]
+    assert "<img" not in markdown
+    assert "&lt;img" in markdown
+    assert "](javascript:" not in markdown
+    assert re.search(r"(?<!\\)!\[pic\]", markdown) is None  # an image becomes a plain link: nothing is fetched
+    assert "got 1" in markdown
+    assert "hi" not in markdown.split("\n")[0]
 
 
 def test_a_reused_name_means_the_newest_run(shell: InteractiveShell, session: NotebookSession) -> None:

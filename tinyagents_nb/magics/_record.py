@@ -4,7 +4,8 @@ The live dashboard is a widget, and widget views need their kernel: a reopened n
 export or GitHub shows "model not found" or nothing. So when a run ends, its dashboard's output is
 replaced by this record: the run's own part of the transcript (assistant text, tool calls and their
 results, a failure or stop), then the one-line summary, as ``text/markdown`` with a ``text/plain``
-twin. Both are deterministic for a given run (no ids, no timings) so nbval can compare them.
+twin; the Markdown goes through ``safe_markdown`` (raw HTML and script links from a model never run).
+Both are deterministic for a given run (no ids, no timings) so nbval can compare them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 from collections.abc import Sequence
 
 from tinyagents_nb.harness import AssistantMessage, Message, ToolMessage, UserMessage
+from tinyagents_nb.widgets import safe_markdown
 
 from ._display import error_line, summary_line
 from ._handle import NotebookRun
@@ -75,7 +77,9 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     summary = summary_line(run)
     markdown = [f"**{title}** · `{run.model}`", *(md for md, _ in pieces), f"`{summary}`"]
     plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
-    return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
+    # The frontend renders this Markdown as trusted output, and model text, tool results and errors are
+    # untrusted: raw HTML, script links and remote images are neutralised like the live transcript's.
+    return {"text/markdown": safe_markdown("\n\n".join(markdown)), "text/plain": "\n".join(plain)}
 
 
 def live_text(run: NotebookRun) -> str:
