@@ -304,3 +304,31 @@ def test_closing_a_server_during_a_call_fails_the_call_with_a_typed_error(stdio_
 
     asyncio.run(main())
     assert not server.running
+
+
+def test_a_servers_requires_approval_gates_its_tools(stdio_server: Factory, markers: Path) -> None:
+    # Nobody can answer under run_sync: the unattended policy decides, before anything reaches the server.
+    calls = [("calc_add", {"a": 2, "b": 3}), ("calc_pid", {})]
+    script = [ScriptedModel.tool_calls(calls), ScriptedModel.text("done")]
+    denied = AgentHarness(
+        model=ScriptedModel(list(script)),
+        tools=[stdio_server(requires_approval={"add"})],
+        policy=RunPolicy(unattended_approval="deny"),
+    ).run_sync("go")
+    by_name = {m.name: m for m in denied.messages if isinstance(m, ToolMessage)}
+    assert by_name["calc_add"].is_error
+    assert "denied" in by_name["calc_add"].text
+    assert not by_name["calc_pid"].is_error  # only the named tool waits for approval
+    approved = AgentHarness(
+        model=ScriptedModel(list(script)),
+        tools=[stdio_server(requires_approval=True)],
+        policy=RunPolicy(unattended_approval="approve"),
+    ).run_sync("go")
+    assert [m.text for m in approved.messages if isinstance(m, ToolMessage)][0] == "5"
+
+
+def test_a_bad_requires_approval_is_a_configuration_error() -> None:
+    from tinyagents_nb.harness import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="requires_approval"):
+        MCPServer.stdio("calc", sys.executable, ["x.py"], requires_approval=3)  # type: ignore[arg-type]

@@ -25,13 +25,13 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, TextIO, TypeVar
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TextIO, TypeAlias, TypeVar
 
 import anyio.to_thread
 
 from .._context import RunContext
-from .._errors import Cancelled
+from .._errors import Cancelled, ConfigurationError
 from .._model import ToolSchema
 from .._tools import ToolResult
 from ._errors import MCPConnectionError, MCPError, MCPUnavailableError
@@ -61,12 +61,25 @@ def _require_sdk() -> None:
         raise MCPUnavailableError()
 
 
+ApprovalRule: TypeAlias = bool | Collection[str] | Callable[..., Any]
+
+
+def _approval_rule(rule: object) -> bool | frozenset[str] | Callable[..., Any]:
+    if isinstance(rule, bool) or callable(rule):
+        return rule  # a callable is the tool-level rule, kept as given
+    if isinstance(rule, Collection) and not isinstance(rule, str) and all(isinstance(n, str) for n in rule):
+        return frozenset(rule)
+    raise ConfigurationError(
+        f"requires_approval must be a bool, a collection of tool names or a callable, got {rule!r}"
+    )
+
+
 class MCPTool:
     """One tool of an ``MCPServer``, offered to the model as ``{server}_{tool}``.
 
     Arguments go to the server as the model wrote them (the server validates them against the
-    schema it published); nothing from the run context is sent. Per-server settings that apply to
-    every tool of a server (a later ``requires_approval``) belong on the server and are copied here.
+    schema it published); nothing from the run context is sent. ``requires_approval`` comes from the
+    server (``MCPServer.stdio(..., requires_approval=...)``): every tool, some tools by name, or a rule.
     """
 
     __slots__ = ("_schema", "remote_name", "server")
@@ -92,6 +105,14 @@ class MCPTool:
     def timeout_s(self) -> float | None:
         return self.server.timeout_s
 
+    @property
+    def requires_approval(self) -> bool | Callable[..., Any]:
+        """The server's approval rule as it applies to this tool (read by the loop before each call)."""
+        rule = self.server.requires_approval
+        if isinstance(rule, frozenset):
+            return self.remote_name in rule
+        return rule
+
     async def call(self, ctx: RunContext[Any], arguments: Mapping[str, Any]) -> ToolResult:
         """Call the tool on its server; raises ``MCPError`` (or ``MCPConnectionError``) when it cannot."""
         return await self.server.call_tool(self.remote_name, arguments, ctx=ctx)
@@ -108,9 +129,12 @@ class MCPServer:
     'tinyagents-nb[mcp]'``.
     """
 
-    def __init__(self, spec: ServerSpec) -> None:
+    def __init__(self, spec: ServerSpec, *, requires_approval: ApprovalRule = False) -> None:
         _require_sdk()
         self._spec = spec
+        self.requires_approval: bool | frozenset[str] | Callable[..., Any] = _approval_rule(requires_approval)
+        """Which calls wait for a person: ``True`` (all), tool names as the server calls them, or a
+        ``(ctx, arguments)`` rule as for ``tool(requires_approval=...)``; ``False`` (default): none."""
         self._guard = threading.Lock()
         self._owner: OwnerLoop | None = None
         # owner-loop state: touched only there, read elsewhere as plain references
@@ -134,6 +158,7 @@ class MCPServer:
         cwd: str | os.PathLike[str] | None = None,
         timeout_s: float | None = None,
         startup_timeout_s: float = 30.0,
+        requires_approval: ApprovalRule = False,
     ) -> MCPServer:
         """A server run as a subprocess, spoken to over its stdin/stdout.
 
@@ -146,6 +171,8 @@ class MCPServer:
             cwd: The process's working directory.
             timeout_s: Per-call time limit (else the harness's ``RunPolicy.tool_timeout_s``).
             startup_timeout_s: How long starting and negotiating may take.
+            requires_approval: Calls that wait for a person's approval: ``True`` (every tool), a
+                collection of the server's tool names, or a ``(ctx, arguments)`` rule.
 
         Raises:
             MCPUnavailableError: The ``mcp`` extra is not installed.
@@ -161,7 +188,7 @@ class MCPServer:
             timeout_s=timeout_s,
             startup_timeout_s=startup_timeout_s,
         )
-        return cls(spec)
+        return cls(spec, requires_approval=requires_approval)
 
     @classmethod
     def http(
@@ -172,15 +199,17 @@ class MCPServer:
         *,
         timeout_s: float | None = None,
         startup_timeout_s: float = 30.0,
+        requires_approval: ApprovalRule = False,
     ) -> MCPServer:
-        """A streamable-HTTP server at ``url``; ``headers`` (e.g. ``Authorization``) are secret.
+        """A streamable-HTTP server at ``url``; ``headers`` (e.g. ``Authorization``) are secret (see ``stdio``).
 
         Raises:
             MCPUnavailableError: The ``mcp`` extra is not installed.
             ConfigurationError: A bad name or URL.
         """
         _require_sdk()
-        return cls(ServerSpec.http(name, url, headers, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s))
+        spec = ServerSpec.http(name, url, headers, timeout_s=timeout_s, startup_timeout_s=startup_timeout_s)
+        return cls(spec, requires_approval=requires_approval)
 
     # ------------------------------------------------------------------ description (never secrets)
     @property
