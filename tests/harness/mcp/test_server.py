@@ -324,7 +324,7 @@ def test_a_servers_requires_approval_gates_its_tools(stdio_server: Factory, mark
         tools=[stdio_server(requires_approval=True)],
         policy=RunPolicy(unattended_approval="approve"),
     ).run_sync("go")
-    assert [m.text for m in approved.messages if isinstance(m, ToolMessage)][0] == "5"
+    assert next(m.text for m in approved.messages if isinstance(m, ToolMessage)) == "5"
 
 
 def test_a_bad_requires_approval_is_a_configuration_error() -> None:
