@@ -78,6 +78,16 @@ class TreeBudget:
     unknown_price: UnknownPrice = "refuse"
     _warned: set[str] = field(default_factory=set, compare=False, repr=False)
 
+    def usage_in(self, ctx: RunContext[Any]) -> Usage:
+        """What the runs this budget binds have used so far (the anchor's subtree, or the whole ledger)."""
+        anchor = self.anchor_run_id
+        return ctx.usage.total() if anchor is None else ctx.usage.for_subtree(anchor)
+
+    def cost_in(self, ctx: RunContext[Any]) -> CostTotals:
+        """What they have cost so far."""
+        anchor = self.anchor_run_id
+        return ctx.costs.total() if anchor is None else ctx.costs.for_subtree(anchor)
+
 
 def bind_budgets(ctx: RunContext[Any], limits: RunLimits) -> tuple[TreeBudget, ...]:
     """``ctx``'s inherited budgets, plus one anchored at this run when ``limits`` sets any."""
@@ -121,15 +131,15 @@ def _check(
     anchor = budget.anchor_run_id
     scope = "every run on these ledgers" if anchor is None else f"run {anchor}'s tree"
 
-    def usage() -> Usage:
-        return ctx.usage.total() if anchor is None else ctx.usage.for_subtree(anchor)
-
-    def cost() -> CostTotals:
-        return ctx.costs.total() if anchor is None else ctx.costs.for_subtree(anchor)
-
     def refuse(limit: str, maximum: float, text: str) -> BudgetExceeded:
         return BudgetExceeded(
-            limit, text, maximum=maximum, anchor_run_id=anchor, usage=usage(), cost=cost(), messages=messages
+            limit,
+            text,
+            maximum=maximum,
+            anchor_run_id=anchor,
+            usage=budget.usage_in(ctx),
+            cost=budget.cost_in(ctx),
+            messages=messages,
         )
 
     cap = budget.max_input_tokens_per_request
@@ -139,7 +149,7 @@ def _check(
         )
     cap = budget.max_total_tokens
     if cap is not None:
-        used = usage().total_tokens
+        used = budget.usage_in(ctx).total_tokens
         if used + prompt_tokens + output_cap > cap:
             raise refuse(
                 "total_tokens",
@@ -150,7 +160,7 @@ def _check(
     dollars = budget.max_cost_usd
     if dollars is None:
         return
-    spent = cost()
+    spent = budget.cost_in(ctx)
     estimate = Usage(input_tokens=prompt_tokens, output_tokens=output_cap)
     price, _ = ctx.costs.price(model, estimate, provider, warn=False)  # the policy below decides what unknown means
     unknown = price is None or not spent.is_complete

@@ -22,10 +22,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tinyagents_nb.harness import AgentStream, ConfigurationError, CostRecord, TokenEstimator
+from tinyagents_nb.harness import AgentEvent, AgentStream, ConfigurationError, CostRecord, TokenEstimator
 
 from ._approvals import ApprovalCards
 from ._bridge import Flusher, when_done
+from ._budget import BudgetBars
 from ._controls import PAUSING_NOTICE, RunControls
 from ._costs import CostTable
 from ._gauge import ContextGauge
@@ -90,6 +91,7 @@ class RunDashboard:
         self.tools = ToolCallsPane(max_rows=max_history)
         self.agents = AgentTreePane()
         self.costs = CostTable()
+        self.budget = BudgetBars()
         self._tools_title: Any = widgets.HTML(value="")
         self._tools_section: Any = widgets.VBox(
             children=(self._tools_title, self.tools.widget), layout=widgets.Layout(display="none")
@@ -99,7 +101,7 @@ class RunDashboard:
             layout=widgets.Layout(display="none"),
         )
         self._cost_section: Any = widgets.VBox(
-            children=(widgets.HTML(value='<div class="ta-section">Cost</div>'), self.costs.widget)
+            children=(widgets.HTML(value='<div class="ta-section">Cost</div>'), self.budget.widget, self.costs.widget)
         )
         self._tools_shown = -1
         self._agents_shown = False
@@ -131,7 +133,14 @@ class RunDashboard:
             tools=self.tools,
             gauge=self.gauge,
         )
-        self._remove_listener: Callable[[], None] | None = self._ctx.events.add_listener(router)
+        ctx, budget, run_id = self._ctx, self.budget, self.run_id
+
+        def listener(offset: int, event: AgentEvent) -> None:
+            if event.kind == "model.started" and event.run_id == run_id:
+                budget.capture(ctx.budgets)  # bound only while the run runs
+            router(offset, event)
+
+        self._remove_listener: Callable[[], None] | None = self._ctx.events.add_listener(listener)
         self._flush(True)
 
     # ------------------------------------------------------------------ lifecycle (loop thread)
@@ -276,6 +285,7 @@ class RunDashboard:
                 self.tools.render()
                 self.agents.render(self.tree, ctx.usage, ctx.costs, now=now, force=force)
                 self.costs.render(ctx.costs, self._belongs, self.tree.name_of, now=now, force=force)
+                self.budget.render(ctx)
                 tool_count, agents = self.tools.count, len(self.tree) > 1
             if tool_count != self._tools_shown:
                 self._tools_shown = tool_count
