@@ -70,8 +70,8 @@ def start_lab(tmp_path: Path, cells: Sequence[str]) -> Iterator[str]:
         "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
         "JUPYTERLAB_SETTINGS_DIR": str(settings),
         "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "TINYAGENTS_NB_BLOCKING": "0",
     }
+    env.pop("TINYAGENTS_NB_BLOCKING", None)  # the defaults, as a new user gets them: cells wait
     port = _free_port()
     log = (tmp_path / "lab.log").open("w")
     server = subprocess.Popen(

@@ -238,11 +238,12 @@ def test_after_a_kernel_restart_a_live_dashboard_says_the_kernel_is_gone(lab: st
                 expect(prompt).to_contain_text(f"[{index + 1}]", timeout=60_000)
             output = panel.locator(".jp-Cell").nth(len(CELLS) - 1).locator(".jp-Cell-outputArea")
             expect(output).to_contain_text("word3", timeout=60_000)
-            gone = output.locator(".tinyagents-gone")
+            gone = output.locator(".ta-gone")
             expect(gone).to_be_hidden()  # the kernel is alive: no note
             page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.restart()")
             expect(gone).to_be_visible(timeout=30_000)
-            expect(gone).to_contain_text("kernel gone")
+            expect(gone).to_contain_text("not running: the kernel restarted")
+            assert output.locator(".ta-live").is_hidden()  # it no longer claims to run
             page.screenshot(path=str(ARTIFACTS / "lab-kernel-restarted.png"), full_page=True)
         finally:
             browser.close()

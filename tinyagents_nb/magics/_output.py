@@ -23,16 +23,6 @@ __all__ = ["CellView"]
 
 publish_display_data: Callable[..., None] = _publish_display_data  # untyped in IPython
 _WIDGET = "application/vnd.jupyter.widget-view+json"
-_LIVE = "tinyagents-live"
-# ipywidgets marks every view "jupyter-widgets-disconnected" when its kernel goes (restart, shutdown),
-# but leaves it on screen, still reading "running". This rule, shipped inside the frame's own HTML,
-# greys the dashboard out and shows the note instead; with a live kernel the note stays hidden.
-_GONE_HTML = (
-    "<style>.tinyagents-gone{display:none}"
-    f".{_LIVE}.jupyter-widgets-disconnected .tinyagents-gone{{display:block;color:#b42318;font-weight:600}}"
-    f".{_LIVE}.jupyter-widgets-disconnected > :not(:first-child){{opacity:.4;pointer-events:none}}</style>"
-    '<div class="tinyagents-gone">kernel gone: this dashboard is no longer live and its run did not finish here</div>'
-)
 
 
 class CellView:
@@ -52,32 +42,18 @@ class CellView:
         self._parent: Any = kernel.get_parent() if ready else None
         self._lock = threading.Lock()
         self.record_shown = False
-        self._frame_widget: Any = None
 
     # ------------------------------------------------------------------ bundles
     def live_bundle(self) -> dict[str, Any]:
         """The widget view plus a ``text/plain`` that never claims the run is running."""
         data: dict[str, Any] = {}
-        frame = self._frame()
-        if frame is not None:
-            widget = frame._repr_mimebundle_() or {}
+        dashboard = self.run.dashboard
+        if dashboard is not None:  # it says itself when its kernel is gone (widgets' stylesheet)
+            widget = dashboard.widget._repr_mimebundle_() or {}
             if _WIDGET in widget:
                 data[_WIDGET] = widget[_WIDGET]
         data["text/plain"] = live_text(self.run)
         return data
-
-    def _frame(self) -> Any:
-        """The dashboard in a frame whose first row speaks up when the kernel is gone (made once)."""
-        dashboard = self.run.dashboard
-        if dashboard is None:
-            return None
-        if self._frame_widget is None:
-            import ipywidgets as widgets
-
-            frame = widgets.VBox(children=(widgets.HTML(_GONE_HTML), dashboard.widget))
-            frame.add_class(_LIVE)
-            self._frame_widget = frame
-        return self._frame_widget
 
     def bundle(self) -> dict[str, Any]:
         ended = self.run.outcome is not None or self.run.crash is not None

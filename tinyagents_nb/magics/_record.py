@@ -75,11 +75,12 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     title = f'agent run "{run.name}"' if run.name else "agent run"
     pieces = _blocks(run)
     summary = summary_line(run)
-    markdown = [f"**{title}** · `{run.model}`", *(md for md, _ in pieces), f"`{summary}`"]
-    plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
     # The frontend renders this Markdown as trusted output, and model text, tool results and errors are
     # untrusted: raw HTML, script links and remote images are neutralised like the live transcript's.
-    return {"text/markdown": safe_markdown("\n\n".join(markdown)), "text/plain": "\n".join(plain)}
+    model = run.model.replace("`", "").replace("<", "")
+    markdown = [f"**{title}** · `{model}`", *(safe_markdown(md) for md, _ in pieces), f"`{summary}`"]
+    plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
+    return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
 
 
 def live_text(run: NotebookRun) -> str:
