@@ -7,15 +7,23 @@ network-sized reads (1,400 bytes, so lines and UTF-8 characters split across rea
 items. No HTTP and no event loop: this is the adapter's own cost per token, the part that runs on
 the kernel's thread for every token a model streams.
 
+The second part runs whole agent runs over HTTP: a 127.0.0.1 replay server sends the same recorded
+bytes in 1,400-byte chunks, the real adapter (``OpenAIChatModel`` / ``AnthropicModel``) streams them
+through the agent loop, once alone and once into a ``RunDashboard`` (widget messages recorded, no
+kernel), with the transcript checked against the streamed text. Its figures are process CPU per
+token and include the replay server's thread, the same in every row: compare the rows.
+
 Run alone: ``python -m benchmarks.bench_adapters [--quick]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import time
 from collections.abc import Callable
+from typing import Any
 
 from benchmarks._common import header, line, spread
 from tinyagents_nb.harness._openai_wire import ChunkParser
@@ -109,6 +117,67 @@ def measure(name: str, blob: bytes, one_pass: Callable[[list[bytes]], int], n: i
     )
 
 
+def _chunks(blob: bytes) -> list[bytes]:
+    return [blob[i : i + READ_SIZE] for i in range(0, len(blob), READ_SIZE)]
+
+
+async def _run(model_for: Callable[[str], Any], blob: bytes, *, dashboard: bool) -> tuple[float, str]:
+    from benchmarks.bench_stream import recording_comms
+    from tests.harness.replay_server import ReplayServer
+    from tinyagents_nb.harness import AgentHarness
+
+    server = ReplayServer().start()
+    try:
+        server.enqueue(200, _chunks(blob))
+        model = model_for(server.base_url)
+        with recording_comms():
+            stream = AgentHarness(model=model).invoke_streaming("stream")
+            dash = None
+            if dashboard:
+                from tinyagents_nb.widgets import RunDashboard
+
+                dash = RunDashboard(stream, title="bench")
+            cpu = time.process_time()
+            if dash is not None:
+                await dash.wait_flushed()
+            run = await stream.result()
+            cpu = time.process_time() - cpu
+            if dash is not None:
+                assert dash.transcript.text() == run.final_text, "the dashboard lost text"
+                dash.close()
+        await model.aclose()
+    finally:
+        server.stop()
+    return cpu, run.final_text
+
+
+def measure_runs(n: int, repeats: int) -> None:
+    import anyio
+
+    from tinyagents_nb.harness import AnthropicModel, OpenAIChatModel
+
+    adapters: tuple[tuple[str, bytes, Callable[[str], Any]], ...] = (
+        ("OpenAI", openai_stream(n), lambda url: OpenAIChatModel("gpt-4o-mini", base_url=url, api_key="sk-bench")),
+        (
+            "Anthropic",
+            anthropic_stream(n),
+            lambda url: AnthropicModel("claude-sonnet-4-5", base_url=url, api_key="sk-ant-bench"),
+        ),
+    )
+    for name, blob, model_for in adapters:
+        for dashboard in (False, True):
+            anyio.run(functools.partial(_run, model_for, blob, dashboard=dashboard))  # warm-up
+            samples = [
+                anyio.run(functools.partial(_run, model_for, blob, dashboard=dashboard))[0] / n * 1e6
+                for _ in range(repeats)
+            ]
+            s = spread(samples)
+            what = "run + dashboard" if dashboard else "run alone      "
+            line(
+                f"{name:<9} {what}: {s.median:.2f} µs process CPU per token (min {s.minimum:.2f}, max {s.maximum:.2f})"
+            )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -118,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
     line(f"{n:,} one-token deltas per stream, {repeats} passes each; decoder + parser, no HTTP")
     measure("OpenAI Chat Completions", openai_stream(n), _openai_pass, n, repeats)
     measure("Anthropic Messages", anthropic_stream(n), _anthropic_pass, n, repeats)
+    runs, run_repeats = (2_000, 2) if args.quick else (20_000, 5)
+    line(f"whole runs over 127.0.0.1: {runs:,} tokens replayed per run, {run_repeats} runs each")
+    measure_runs(runs, run_repeats)
     return 0
 
 
