@@ -155,6 +155,22 @@ def test_the_gauge_clamps_an_over_budget_prompt_and_keeps_its_marks_bounded(comm
     assert comms.comm_msgs() == 0  # nothing changed, nothing sent
 
 
+def test_the_gauge_shows_the_last_calls_prompt_cache_reads_and_writes(comms: CommLog) -> None:
+    gauge = ContextGauge(max_marks=2)
+    window = ContextWindow(model="m", max_tokens=10_000, estimated_prompt_tokens=4_000)
+    gauge.render(window)
+    assert "cached" not in gauge.label.value
+    gauge.record_cache(3_500, 0)
+    gauge.render(window)
+    assert gauge.label.value == "4,000 / 10,000 tokens (40%) · last call: 3,500 cached"
+    gauge.record_cache(0, 1_200)
+    gauge.render(window)
+    assert gauge.label.value.endswith("last call: 0 cached, 1,200 written to the cache")
+    gauge.record_cache(0, 0)
+    gauge.render(None)  # no window: still hidden, whatever the cache did
+    assert gauge.widget.layout.display == "none"
+
+
 def test_the_cost_table_totals_and_propagates_unknown(comms: CommLog) -> None:
     costs = CostTracker(prices={"cheap": ModelPricing(input_per_mtok=1, output_per_mtok=1)}, use_genai_prices=False)
     usage = Usage(

@@ -59,6 +59,10 @@ class ContextGauge:
         self.marks: deque[str] = deque(maxlen=max_marks)
         """Recent marks as text, e.g. ``"trim: 9,800 → 6,100"`` (plain state)."""
         self.mark_count = 0
+        self.cache_read = 0
+        """Prompt-cache tokens read by the latest model call (the provider's count; 0: none or unknown)."""
+        self.cache_write = 0
+        """Prompt-cache tokens the latest model call wrote."""
         self._marks_dirty = False
         self._shown: tuple[float, str, str] | None = None
 
@@ -74,6 +78,10 @@ class ContextGauge:
         self.marks.append(text)
         self.mark_count += 1
         self._marks_dirty = True
+
+    def record_cache(self, read: int, written: int) -> None:
+        """The latest model call's prompt-cache figures, shown beside the estimate."""
+        self.cache_read, self.cache_write = read, written
 
     # ------------------------------------------------------------------ flusher side (widgets)
     def render(self, window: ContextWindow | None, failure: BaseException | None = None) -> None:
@@ -92,6 +100,10 @@ class ContextGauge:
             text = (
                 f"{format_int(window.estimated_prompt_tokens)} / {format_int(window.usable_tokens)} tokens ({used:.0%})"
             )
+        if text != _NO_WINDOW and (self.cache_read or self.cache_write):
+            text += f" · last call: {format_int(self.cache_read)} cached"
+            if self.cache_write:
+                text += f", {format_int(self.cache_write)} written to the cache"
         if self.mark_count:
             text += f" · {plural(self.mark_count, 'pressure action')}"
         shown = (value, style, text)

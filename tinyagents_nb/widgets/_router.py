@@ -120,6 +120,7 @@ class EventRouter:
 
     def _on_model_completed(self, event: Any) -> None:
         self._state.model_calls += 1
+        self._gauge.record_cache(event.usage.cached_input_tokens, event.usage.cache_write_tokens)
         self._retries.pop((event.run_id, event.call_id), None)
         self._transcript.end_call(event.run_id, event.call_id)
 
