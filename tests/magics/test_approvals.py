@@ -191,3 +191,44 @@ async def test_the_session_cap_binds_concurrent_runs_together(
     assert isinstance(first.error, BudgetExceeded)
     assert isinstance(second.error, BudgetExceeded)
     assert first.error.anchor_run_id is None
+
+
+async def test_the_record_says_how_each_approval_was_decided(
+    shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_ok(shell, '%config AgentMagics.approvals = "ask"')
+    wiping(session, "logs", "users")
+    run_ok(shell, "%%agent --model wiper --background --name asked\nclean up")
+    handle = last_run(shell)
+    await until(lambda: len(handle.stream.pending_approvals()) == 2)
+    handle.stream.approve("w0", by="alice")
+    handle.stream.deny("w1", "never the users table", by="bob")
+    await handle.wait()
+    plain = handle._repr_mimebundle_()["text/plain"].splitlines()
+    assert plain[1:6] == [  # both calls were in one reply; each decision follows its call
+        'tool call: wipe {"table": "logs"}',
+        "✓ approved wipe (by alice)",
+        'tool call: wipe {"table": "users"}',
+        "✗ denied wipe (by bob: never the users table)",
+        "  → dropped",
+    ]
+    markdown = handle._repr_mimebundle_()["text/markdown"]
+    assert "✓ approved wipe (by alice)" in markdown
+
+    run_ok(shell, '%config AgentMagics.approvals = "auto"')  # a plain shell cannot answer: denied at once
+    wiping(session, "logs")
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
+    with anyio.fail_after(10):
+        unattended = await last_run(shell).wait()
+    assert unattended.status == "completed"
+    plain = last_run(shell)._repr_mimebundle_()["text/plain"].splitlines()
+    line = plain[plain.index('tool call: wipe {"table": "logs"}') + 1]
+    assert line.startswith("✗ denied wipe (unattended: nobody can answer")
+
+    run_ok(shell, '%config AgentMagics.approvals = "approve"')
+    wiping(session, "tmp")
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
+    with anyio.fail_after(10):
+        await last_run(shell).wait()
+    plain = last_run(shell)._repr_mimebundle_()["text/plain"].splitlines()
+    assert plain[plain.index('tool call: wipe {"table": "tmp"}') + 1].startswith("✓ approved wipe (unattended: ")
