@@ -232,3 +232,17 @@ async def test_the_record_says_how_each_approval_was_decided(
         await last_run(shell).wait()
     plain = last_run(shell)._repr_mimebundle_()["text/plain"].splitlines()
     assert plain[plain.index('tool call: wipe {"table": "tmp"}') + 1].startswith("✓ approved wipe (unattended: ")
+
+
+def test_the_record_names_the_limit_that_refused_a_request(shell: InteractiveShell, session: NotebookSession) -> None:
+    usage = Usage(input_tokens=1_000_000, output_tokens=0)  # $1 a call at the price below
+    session.context.costs.register_price("scripted", ModelPricing(input_per_mtok=1, output_per_mtok=1))
+    session.register_model("pricey", ScriptedModel([ScriptedModel.text(f"answer {i}", usage=usage) for i in range(2)]))
+    run_ok(shell, "%config AgentMagics.session_max_cost_usd = 1.0")
+    run_ok(shell, "%%agent --model pricey\none")
+    run_ok(shell, "%%agent --model pricey\ntwo")  # $1 spent: refused before it is sent
+    record = last_run(shell)._repr_mimebundle_()
+    plain = record["text/plain"].splitlines()
+    assert plain[1] == "⛔ limit reached: cost budget of $1 (cost_usd)"  # which limit; the next line says why
+    assert plain[2].startswith("run failed: BudgetExceeded: limit exceeded: $1.000000 spent by every run")
+    assert "⛔ limit reached: cost budget of \\$1 (cost\\_usd)" in record["text/markdown"]  # escaped, not math

@@ -68,8 +68,9 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
         if decision.run_id == root:
             decided.setdefault(decision.call_id, []).append(decision)
     pieces = _messages(messages, steps_of, decided)
-    if not any(isinstance(m, AssistantMessage) and m.text.strip() for m in messages) and run.final_text:
-        pieces.append((safe_markdown(run.final_text), run.final_text))  # e.g. a structured answer with no message text
+    answered = any(isinstance(m, AssistantMessage) and m.text.strip() for m in messages)
+    if not answered and run.status == "completed" and run.final_text:  # e.g. a structured answer with no text
+        pieces.append((safe_markdown(run.final_text), run.final_text))  # (a failed run's would be an older answer)
     pieces += [_line(d.text()) for ds in decided.values() for d in ds]  # calls no kept message shows
     pieces += [_line(d.text()) for d in decisions if d.run_id != root]
     failed = run.status == "failed"
