@@ -10,12 +10,14 @@ from tinyagents_nb.harness import (
     GuardrailsMiddleware,
     GuardrailTripped,
     OutputGuardrail,
+    RunConfig,
     RunLimits,
     RunPolicy,
+    RunTimeout,
     ToolGuardrail,
     Usage,
 )
-from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel
+from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel, SlowModel
 from tinyagents_nb.widgets import RunDashboard
 
 from .conftest import CommLog
@@ -81,3 +83,14 @@ async def test_a_budget_refusal_names_the_limit_and_says_why(comms: CommLog) -> 
     assert alert.why.startswith("90 tokens used by run")  # the run's error explains the event
     assert alert.text().startswith("⛔ limit reached: token budget of 100 (total_tokens): 90 tokens used")
     assert any("⛔ limit reached: token budget of 100 (total_tokens)" in note for note in notes(dash))
+
+
+async def test_a_run_out_of_time_names_the_time_limit_and_why(comms: CommLog) -> None:
+    harness = AgentHarness(model=SlowModel(ScriptedModel(["late"]), delay_s=2.0))
+    dash = RunDashboard(harness.invoke_streaming("go", config=RunConfig(timeout_s=0.2)))
+    await dash.wait_flushed()
+    assert isinstance(dash.state.error, RunTimeout)
+    _, _, (alert,) = dash.log_snapshot()
+    assert alert.what == "limit reached: time limit of 0.2 s (wall_clock)"
+    assert alert.why  # RunTimeout's message explains the limit.reached event
+    assert "⛔ limit reached: time limit of 0.2 s (wall_clock)" in dash.header.widget.value

@@ -23,6 +23,7 @@ from ._safe_markdown import safe_markdown
 __all__ = ["Alert", "CodeStep", "Decision", "RunLog", "alert_for_guardrail", "alert_for_limit"]
 
 _TICKS: Final = re.compile(r"`+")
+_LIMIT_ERRORS: Final = ("Exceeded", "Timeout")  # LimitExceeded, BudgetExceeded, RunTimeout and their kin
 _LIMIT_LABELS: Final = {
     "cost_usd": "cost budget",
     "total_tokens": "token budget",
@@ -188,7 +189,7 @@ class RunLog:
     Plain state, filled by the router under the dashboard's lock; read ``snapshot()`` from elsewhere.
 
     Args:
-        max_items: How many of each to keep (older ones are counted in ``dropped``).
+        max_items: How many of each to keep (the oldest go first; dropped steps are counted in ``dropped_steps``).
     """
 
     def __init__(self, *, max_items: int) -> None:
@@ -243,7 +244,12 @@ class RunLog:
     def explain(self, run_id: str, error_type: str, error: str) -> Alert | None:
         """A run failed: give its latest unexplained limit alert the error's text as its why."""
         for alert in reversed(self.alerts):
-            if alert.run_id == run_id and alert.kind == "limit" and not alert.why and "Exceeded" in error_type:
+            if (
+                alert.run_id == run_id
+                and alert.kind == "limit"
+                and not alert.why
+                and error_type.endswith(_LIMIT_ERRORS)
+            ):
                 alert.why = " ".join(error.removeprefix("limit exceeded: ").split())
                 return alert
         return None
