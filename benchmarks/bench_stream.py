@@ -150,6 +150,44 @@ async def _headless(n: int) -> None:
             )
 
 
+async def _delivery_cpu(n: int, how: str) -> float:
+    """CPU of one unpaced run of ``n`` deltas whose events reach a no-op consumer ``how``."""
+    stream = AgentHarness(model=BurstModel(n, interval_s=0.0)).invoke_streaming("stream")
+    seen = 0
+
+    def listener(offset: int, event: Any) -> None:
+        nonlocal seen
+        seen += event.kind == "model.delta"
+
+    cpu = time.process_time()
+    if how == "listener":  # what the dashboard's router is
+        remove = stream.context.events.add_listener(listener)
+        await stream.wait()
+        remove()
+    elif how == "chunks":  # the stream modes the router would need (others, e.g. rlm.code, are in none)
+        async for chunk in stream.chunks("messages", "tools", "updates"):
+            listener(0, chunk.data)
+    else:
+        await stream.wait()
+    cpu = time.process_time() - cpu
+    await stream.aclose()
+    assert how == "none" or seen == n, (how, seen)
+    return cpu
+
+
+async def _delivery(n: int) -> None:
+    """Issue 13 asked whether the dashboard should read ``AgentStream.chunks()`` instead of a sink listener."""
+    await _delivery_cpu(min(n, 2_000), "chunks")  # warm-up
+    cpus: dict[str, list[float]] = {"none": [], "listener": [], "chunks": []}
+    for _ in range(3):
+        for how, runs in cpus.items():
+            runs.append(await _delivery_cpu(n, how))
+    base = min(cpus["none"])
+    for how in ("listener", "chunks"):
+        extra = max(min(cpus[how]) - base, 0.0)
+        line(f"event delivery by {how}: +{extra / n * 1e6:.2f} µs per token over the harness's {base / n * 1e6:.2f} µs")
+
+
 # ------------------------------------------------------------------------------------------ real kernel
 _CELL = """
 from benchmarks.bench_stream import BurstModel
@@ -260,6 +298,7 @@ def main(argv: list[str] | None = None) -> None:
     header("3. Streaming into the dashboard")
     n = 10_000 if args.quick else 100_000
     asyncio.run(_headless(n))
+    asyncio.run(_delivery(n))
     line("real ipykernel, a background run streaming into RunDashboard (paced as above):")
     _kernel(n, idle_pings=10 if args.quick else 50)
 

@@ -45,7 +45,7 @@ def _interpreters() -> list[Any]:
     return [pytest.param(sys.executable, id="ipykernel7"), pytest.param(str(K6_PYTHON), id="ipykernel6")]
 
 
-def _setup(tmp_path: Path, python: str) -> tuple[Path, dict[str, str]]:
+def _setup(tmp_path: Path, python: str, cells: list[str] = CELLS) -> tuple[Path, dict[str, str]]:
     if not Path(python).exists():
         pytest.skip(f"no interpreter at {python} (./dev test creates .venv-k6)")
     spec = tmp_path / "jupyter" / "kernels" / "agentk"
@@ -54,7 +54,7 @@ def _setup(tmp_path: Path, python: str) -> tuple[Path, dict[str, str]]:
         json.dumps({"argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"], "language": "python",
                     "display_name": "agent test kernel"})
     )  # fmt: skip
-    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in CELLS])
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source) for source in cells])
     nb.metadata["kernelspec"] = {"name": "agentk", "display_name": "agent test kernel", "language": "python"}
     path = tmp_path / "user.ipynb"
     nbformat.write(nb, path)
@@ -100,3 +100,40 @@ def test_papermill_saves_both_answers(tmp_path: Path, python: str) -> None:
     run = [sys.executable, "-m", "papermill", "-k", "agentk", str(path), str(out)]
     subprocess.run(run, env=env, check=True, capture_output=True, timeout=240)
     _check_saved(out)
+
+
+GATED_CELLS = [
+    "%load_ext tinyagents_nb",
+    (
+        "from tinyagents_nb.harness import ToolCall, tool\n"
+        "from tinyagents_nb.harness.testkit import ScriptedModel\n"
+        "from tinyagents_nb.magics import get_session\n"
+        "@tool(requires_approval=True)\n"
+        "def wipe(table: str) -> str:\n"
+        "    'Drop a table.'\n"
+        "    return 'dropped'\n"
+        "call = ToolCall(id='w0', name='wipe', arguments={'table': 'logs'})\n"
+        "get_session().register_tool(wipe)\n"
+        "get_session().register_model('wiper', ScriptedModel([ScriptedModel.tool_calls([call]), 'finished']))\n"
+        "fence = '`' * 3\n"
+        "replies = [f'{fence}python\\nprint(6 * 7)\\n{fence}', f'{fence}python\\nFINAL(42)\\n{fence}']\n"
+        "get_session().register_model('coder', ScriptedModel(replies))"
+    ),
+    "%%agent --model wiper\nclean up",
+    "%%agent --rlm local --model coder\nCompute.",
+]
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_a_headless_record_says_what_was_decided_and_keeps_code_steps(tmp_path: Path, python: str) -> None:
+    path, env = _setup(tmp_path, python, GATED_CELLS)
+    run = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace", str(path)]
+    subprocess.run(run, env=env, check=True, capture_output=True, timeout=240)
+    nb = nbformat.read(path, as_version=4)
+    gated, rlm = ([out for out in cell.outputs if "text/markdown" in out.get("data", {})] for cell in nb.cells[2:4])
+    plain = gated[-1]["data"]["text/plain"]
+    assert "✗ denied wipe (unattended: nobody can answer" in plain  # nobody could click: denied, and said so
+    plain = rlm[-1]["data"]["text/plain"]
+    assert "step 1 (ok)\n  → 42" in plain
+    assert "answer: 42" in plain
+    assert "<details><summary>code · 1 line</summary>" in rlm[-1]["data"]["text/markdown"]

@@ -191,3 +191,58 @@ async def test_the_session_cap_binds_concurrent_runs_together(
     assert isinstance(first.error, BudgetExceeded)
     assert isinstance(second.error, BudgetExceeded)
     assert first.error.anchor_run_id is None
+
+
+async def test_the_record_says_how_each_approval_was_decided(
+    shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_ok(shell, '%config AgentMagics.approvals = "ask"')
+    wiping(session, "logs", "users")
+    run_ok(shell, "%%agent --model wiper --background --name asked\nclean up")
+    handle = last_run(shell)
+    await until(lambda: len(handle.stream.pending_approvals()) == 2)
+    handle.stream.approve("w0", by="alice")
+    handle.stream.deny("w1", "never the users table", by="bob")
+    await handle.wait()
+    plain = handle._repr_mimebundle_()["text/plain"].splitlines()
+    assert plain[1:6] == [  # both calls were in one reply; each decision follows its call
+        'tool call: wipe {"table": "logs"}',
+        "✓ approved wipe (by alice)",
+        'tool call: wipe {"table": "users"}',
+        "✗ denied wipe (by bob: never the users table)",
+        "  → dropped",
+    ]
+    markdown = handle._repr_mimebundle_()["text/markdown"]
+    assert "✓ approved wipe (by alice)" in markdown
+
+    run_ok(shell, '%config AgentMagics.approvals = "auto"')  # a plain shell cannot answer: denied at once
+    wiping(session, "logs")
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
+    with anyio.fail_after(10):
+        unattended = await last_run(shell).wait()
+    assert unattended.status == "completed"
+    plain = last_run(shell)._repr_mimebundle_()["text/plain"].splitlines()
+    line = plain[plain.index('tool call: wipe {"table": "logs"}') + 1]
+    assert line.startswith("✗ denied wipe (unattended: nobody can answer")
+
+    run_ok(shell, '%config AgentMagics.approvals = "approve"')
+    wiping(session, "tmp")
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
+    with anyio.fail_after(10):
+        await last_run(shell).wait()
+    plain = last_run(shell)._repr_mimebundle_()["text/plain"].splitlines()
+    assert plain[plain.index('tool call: wipe {"table": "tmp"}') + 1].startswith("✓ approved wipe (unattended: ")
+
+
+def test_the_record_names_the_limit_that_refused_a_request(shell: InteractiveShell, session: NotebookSession) -> None:
+    usage = Usage(input_tokens=1_000_000, output_tokens=0)  # $1 a call at the price below
+    session.context.costs.register_price("scripted", ModelPricing(input_per_mtok=1, output_per_mtok=1))
+    session.register_model("pricey", ScriptedModel([ScriptedModel.text(f"answer {i}", usage=usage) for i in range(2)]))
+    run_ok(shell, "%config AgentMagics.session_max_cost_usd = 1.0")
+    run_ok(shell, "%%agent --model pricey\none")
+    run_ok(shell, "%%agent --model pricey\ntwo")  # $1 spent: refused before it is sent
+    record = last_run(shell)._repr_mimebundle_()
+    plain = record["text/plain"].splitlines()
+    assert plain[1] == "⛔ limit reached: cost budget of $1 (cost_usd)"  # which limit; the next line says why
+    assert plain[2].startswith("run failed: BudgetExceeded: limit exceeded: $1.000000 spent by every run")
+    assert "⛔ limit reached: cost budget of \\$1 (cost\\_usd)" in record["text/markdown"]  # escaped, not math

@@ -73,3 +73,24 @@ def test_rlm_runs_show_their_code_steps_as_events(shell: InteractiveShell, sessi
     run_ok(shell, "%%agent --rlm local --model fake --wait\nCompute.")
     assert [e.code for e in seen] == ["x = 6 * 7\nprint(x)", "FINAL(x)"]
     assert last_run(shell).final_text == "42"
+
+
+def test_the_record_of_an_rlm_run_has_its_code_steps_and_answer(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    model = ScriptedModel([py("x = 6 * 7\nprint(x)"), py("print(undefined)"), py("FINAL(x)")])
+    session.register_model("fake", model)
+    run_ok(shell, "%%agent --rlm local --model fake --name r\nCompute.")
+    record = last_run(shell)._repr_mimebundle_()
+    plain = record["text/plain"].splitlines()
+    assert plain[:6] == ['agent run "r" · fake', "```python", "x = 6 * 7", "print(x)", "```", "step 1 (ok)"]
+    assert plain[6] == "  → 42"
+    assert "step 2 (error: NameError)" in plain
+    assert "answer: 42" in plain
+    assert not any("repl" in line for line in plain)  # the protocol's tool calls are shown as steps
+    markdown = record["text/markdown"]
+    assert "<details><summary>code · 2 lines</summary>\n\n```python\nx = 6 * 7\nprint(x)\n```\n\n</details>" in markdown
+    assert "```text\n42\n```" in markdown
+    assert "<b>step 2</b> · ✗ NameError" in markdown
+    assert "**answer:**\n\n42" in markdown
+    assert " s</div>" not in markdown  # no timings: nbval compares the record

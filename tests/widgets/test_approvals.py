@@ -78,6 +78,15 @@ async def test_deny_with_a_reason_and_edited_arguments_on_two_cards(comms: CommL
     decided = {e.call_id: e for e in rec.of_type(ApprovalDecided)}
     assert decided["t0"].edited
     assert decided["t1"].reason == "too much"
+    # each decision is a note in the transcript and a line of the run log (which the cell's record reads)
+    notes = [row.value for row in dash.transcript.widget.children if 'class="ta-note"' in getattr(row, "value", "")]
+    assert any("✗ denied transfer (by dashboard: too much)" in note for note in notes)
+    assert any("✓ approved transfer with edited arguments (by dashboard)" in note for note in notes)
+    _, decisions, _ = dash.log_snapshot()
+    assert [(d.call_id, d.text()) for d in decisions] == [
+        ("t1", "✗ denied transfer (by dashboard: too much)"),
+        ("t0", "✓ approved transfer with edited arguments (by dashboard)"),
+    ]
 
 
 async def test_stop_while_a_card_waits_cancels_and_clears_the_cards(comms: CommLog) -> None:
@@ -89,4 +98,21 @@ async def test_stop_while_a_card_waits_cancels_and_clears_the_cards(comms: CommL
     await dash.wait_flushed()
     assert dash.state.terminal == "cancelled"
     assert dash.approvals.cards == {}
+    assert sent == []
+    _, (decision,), _ = dash.log_snapshot()
+    assert decision.decided_by == "withdrawn"
+    assert decision.text().startswith("✗ withdrawn transfer (")
+
+
+async def test_an_unattended_decision_is_logged_with_who_decided(comms: CommLog) -> None:
+    sent.clear()
+    call = ToolCall(id="t0", name="transfer", arguments={"account": "A", "amount": 5})
+    harness = AgentHarness(model=ScriptedModel([ScriptedModel.tool_calls([call]), "done"]), tools=[transfer])
+    stream = harness.invoke_streaming("pay")
+    stream.approvals.attended = False  # what a headless session does: nobody can click
+    dash = RunDashboard(stream)
+    await dash.wait_flushed()
+    _, (decision,), _ = dash.log_snapshot()
+    assert (decision.approved, decision.decided_by) == (False, "unattended")
+    assert decision.text().startswith("✗ denied transfer (unattended: nobody can answer")
     assert sent == []

@@ -4,17 +4,20 @@ The live dashboard is a widget, and widget views need their kernel: a reopened n
 export or GitHub shows "model not found" or nothing. So when a run ends, its dashboard's output is
 replaced by this record: the run's own part of the transcript (assistant text, tool calls and their
 results, a failure or stop), then the one-line summary, as ``text/markdown`` with a ``text/plain``
-twin; the Markdown goes through ``safe_markdown`` (raw HTML and script links from a model never run).
+twin; its untrusted parts go through ``safe_markdown`` (raw HTML and script links from a model never run).
 Both are deterministic for a given run (no ids, no timings) so nbval can compare them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
+from typing import Final
 
 from tinyagents_nb.harness import AssistantMessage, Message, ToolMessage, UserMessage
-from tinyagents_nb.widgets import safe_markdown
+from tinyagents_nb.rlm import REPL_TOOL
+from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown
 
 from ._display import error_line, summary_line
 from ._handle import NotebookRun
@@ -23,6 +26,9 @@ __all__ = ["live_text", "record_bundle"]
 
 _ARGS = 80
 _RESULT = 160
+_STEP_OUTPUT = 1_500  # per code step: enough to follow the run; the whole output is in the journal
+_TICKS: Final = re.compile(r"`+")
+_PUNCTUATION: Final = re.compile(r"([\\`*_\[\]{}!|~$#])")
 
 
 def _clip(text: str, width: int) -> str:
@@ -39,35 +45,108 @@ def _own_messages(messages: Sequence[Message], prompt: str) -> Sequence[Message]
     return [m for m in messages if isinstance(m, AssistantMessage | ToolMessage)]
 
 
+def _log(run: NotebookRun) -> tuple[list[CodeStep], list[Decision], list[Alert]]:
+    dashboard = run.dashboard
+    return dashboard.log_snapshot() if dashboard is not None else ([], [], [])
+
+
 def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
-    """``(markdown, plain)`` pieces of the transcript, in order."""
+    """``(markdown, plain)`` pieces of the transcript, in order.
+
+    Code steps of an RLM run replace its ``repl`` calls; each approval decision follows its call;
+    decisions and alerts elsewhere in the run's tree (sub-agents) come after the transcript.
+    """
     outcome = run.outcome
-    pieces: list[tuple[str, str]] = []
     messages = _own_messages(outcome.messages, run.prompt) if outcome is not None else []
-    for message in messages:
-        if isinstance(message, AssistantMessage):
-            if message.text.strip():
-                pieces.append((message.text.strip(), message.text.strip()))
-            for call in message.tool_calls:
-                args = _clip(json.dumps(dict(call.arguments), ensure_ascii=False, default=str), _ARGS)
-                pieces.append((f"🔧 `{call.name}` `{args}`", f"tool call: {call.name} {args}"))
-        elif isinstance(message, ToolMessage):
-            mark = "✗ error" if message.is_error else "→"
-            text = _clip(message.text, _RESULT)
-            pieces.append((f"&nbsp;&nbsp;{mark} `{text}`", f"  {mark} {text}"))
-        elif isinstance(message, UserMessage) and message.text.strip():  # steering sent during the run
-            pieces.append((f"↪ *steered:* {message.text.strip()}", f"steered: {message.text.strip()}"))
-    if not any(isinstance(m, AssistantMessage) and m.text.strip() for m in messages) and run.final_text:
-        pieces.append((run.final_text, run.final_text))  # e.g. a structured answer with no message text
+    steps, decisions, alerts = _log(run)
+    root = run.run_id
+    steps_of: dict[str, list[CodeStep]] = {}
+    for step in steps:
+        if step.run_id == root:
+            steps_of.setdefault(step.call_id, []).append(step)
+    decided: dict[str, list[Decision]] = {}
+    for decision in decisions:
+        if decision.run_id == root:
+            decided.setdefault(decision.call_id, []).append(decision)
+    pieces = _messages(messages, steps_of, decided)
+    answered = any(isinstance(m, AssistantMessage) and m.text.strip() for m in messages)
+    if not answered and run.status == "completed" and run.final_text:  # e.g. a structured answer with no text
+        pieces.append((safe_markdown(run.final_text), run.final_text))  # (a failed run's would be an older answer)
+    pieces += [_line(d.text()) for ds in decided.values() for d in ds]  # calls no kept message shows
+    pieces += [_line(d.text()) for d in decisions if d.run_id != root]
+    failed = run.status == "failed"
+    for alert in alerts:  # a failed run's own error line below says why
+        pieces.append(_line(f"⛔ {alert.what}" if failed and alert.run_id == root else alert.text()))
     if outcome is not None and outcome.error is not None and outcome.status == "failed":
         line = f"run failed: {error_line(outcome.error)}"
-        pieces.append((f"**{line}**", line))
+        pieces.append((f"**{_escape(line)}**", line))
     elif outcome is None and run.crash is not None:
         line = f"run failed: {error_line(run.crash)}"
-        pieces.append((f"**{line}**", line))
+        pieces.append((f"**{_escape(line)}**", line))
     if run.status == "cancelled":
         pieces.append(("*— stopped here —*", "— stopped here —"))
     return pieces
+
+
+def _messages(
+    messages: Sequence[Message], steps_of: dict[str, list[CodeStep]], decided: dict[str, list[Decision]]
+) -> list[tuple[str, str]]:
+    """The run's own messages; takes the decisions it places out of ``decided``."""
+    pieces: list[tuple[str, str]] = []
+    hidden: set[str] = set()  # repl calls shown as their steps (or protocol turns): their results are in them
+    answer = _rlm_answer(messages)
+    for message in messages:
+        if isinstance(message, AssistantMessage):
+            text = message.text.strip()
+            if text:
+                final = message is answer
+                label = ("**answer:**\n\n", "answer: ") if final else ("", "")
+                pieces.append((label[0] + safe_markdown(text), label[1] + text))
+            for call in message.tool_calls:
+                if call.name == REPL_TOOL and (call.id in steps_of or not call.arguments.get("blocks")):
+                    hidden.add(call.id)
+                    for step in steps_of.get(call.id, []):
+                        pieces.append((step.markdown(output_chars=_STEP_OUTPUT), step.plain(output_chars=_STEP_OUTPUT)))
+                    continue
+                args = _clip(json.dumps(dict(call.arguments), ensure_ascii=False, default=str), _ARGS)
+                pieces.append((f"🔧 {_code(call.name)} {_code(args)}", f"tool call: {call.name} {args}"))
+                pieces += [_line(d.text()) for d in decided.pop(call.id, [])]
+        elif isinstance(message, ToolMessage):
+            if message.tool_call_id in hidden:
+                continue
+            mark = "✗ error" if message.is_error else "→"
+            text = _clip(message.text, _RESULT)
+            pieces.append((f"&nbsp;&nbsp;{mark} {_code(text)}", f"  {mark} {text}"))
+        elif isinstance(message, UserMessage) and message.text.strip():  # steering sent during the run
+            text = message.text.strip()
+            pieces.append((f"↪ *steered:* {safe_markdown(text)}", f"steered: {text}"))
+    return pieces
+
+
+def _rlm_answer(messages: Sequence[Message]) -> AssistantMessage | None:
+    """An RLM run's answer: its last reply, when that ends the REPL protocol (calls no tool)."""
+    replies = [m for m in messages if isinstance(m, AssistantMessage)]
+    if not any(c.name == REPL_TOOL for m in replies for c in m.tool_calls):
+        return None
+    last = replies[-1]
+    return last if not last.tool_calls and last.text.strip() else None
+
+
+def _escape(text: str) -> str:
+    """Plain text as Markdown that renders as itself: no HTML, no emphasis or link syntax."""
+    return _PUNCTUATION.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
+
+
+def _line(text: str) -> tuple[str, str]:
+    return _escape(text), text
+
+
+def _code(text: str) -> str:
+    """An inline code span that holds any text (fenced by more backticks than it contains)."""
+    longest = max((len(run) for run in _TICKS.findall(text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
 def record_bundle(run: NotebookRun) -> dict[str, str]:
@@ -75,10 +154,9 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     title = f'agent run "{run.name}"' if run.name else "agent run"
     pieces = _blocks(run)
     summary = summary_line(run)
-    # The frontend renders this Markdown as trusted output, and model text, tool results and errors are
-    # untrusted: raw HTML, script links and remote images are neutralised like the live transcript's.
+    # The pieces made their untrusted parts safe (_blocks); the model name is a registry key.
     model = run.model.replace("`", "").replace("<", "")
-    markdown = [f"**{title}** · `{model}`", *(safe_markdown(md) for md, _ in pieces), f"`{summary}`"]
+    markdown = [f"**{title}** · `{model}`", *(md for md, _ in pieces), f"`{summary}`"]
     plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
     return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
 

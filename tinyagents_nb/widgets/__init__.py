@@ -1,8 +1,10 @@
 """ipywidgets views of harness runs: the live run dashboard and its panes.
 
 ``RunDashboard(stream)`` shows one streaming run (header, controls, context gauge, transcript, tool
-calls, sub-agent tree, cost table); ``render_markdown`` is the safe renderer its transcript uses, and ``safe_markdown`` neutralises
-untrusted text before a frontend's own Markdown renderer sees it.
+calls, sub-agent tree, cost table); ``render_markdown`` is the safe renderer its transcript uses and
+``safe_markdown`` the filter for text handed to the frontend's own Markdown renderer. ``RunLog``
+(``RunDashboard.log``) keeps what a run's messages do not say: RLM code steps (``CodeStep``),
+approval decisions (``Decision``), guardrail trips and limits reached (``Alert``).
 ipywidgets and pandas are imported only when a dashboard is built.
 """
 
@@ -14,12 +16,22 @@ from ._dashboard import (
 from ._markdown import (
     render_markdown as render_markdown,
 )
+from ._runlog import (
+    Alert as Alert,
+    CodeStep as CodeStep,
+    Decision as Decision,
+    RunLog as RunLog,
+)
 from ._safe_markdown import (
     safe_markdown as safe_markdown,
 )
 
 __all__ = [
+    "Alert",
+    "CodeStep",
+    "Decision",
     "RunDashboard",
+    "RunLog",
     "render_markdown",
     "safe_markdown",
 ]

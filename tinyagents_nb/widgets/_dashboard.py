@@ -32,6 +32,7 @@ from ._costs import CostTable
 from ._gauge import ContextGauge
 from ._header import Notice, RunHeader, RunState, Totals, usage_text
 from ._router import EventRouter
+from ._runlog import Alert, CodeStep, Decision, RunLog
 from ._style import STYLESHEET
 from ._tools import ToolCallsPane
 from ._transcript import TranscriptPane
@@ -92,6 +93,8 @@ class RunDashboard:
         self.agents = AgentTreePane()
         self.costs = CostTable()
         self.budget = BudgetBars()
+        self.log = RunLog(max_items=max_history)
+        """Code steps, approval decisions and alerts of the run's tree (the end-of-run record reads them)."""
         self._tools_title: Any = widgets.HTML(value="")
         self._tools_section: Any = widgets.VBox(
             children=(self._tools_title, self.tools.widget), layout=widgets.Layout(display="none")
@@ -132,6 +135,7 @@ class RunDashboard:
             transcript=self.transcript,
             tools=self.tools,
             gauge=self.gauge,
+            log=self.log,
         )
         ctx, budget, run_id = self._ctx, self.budget, self.run_id
 
@@ -301,6 +305,11 @@ class RunDashboard:
         with self._lock:
             totals = self._totals()
         return totals.interrupted_calls, totals.estimated_tokens
+
+    def log_snapshot(self) -> tuple[list[CodeStep], list[Decision], list[Alert]]:
+        """Copies of the run log's code steps, approval decisions and alerts (thread-safe)."""
+        with self._lock:
+            return self.log.snapshot()
 
     def summary_text(self) -> str:
         """One deterministic line: the status, and once ended the counts, tokens and USD.

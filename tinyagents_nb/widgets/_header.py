@@ -20,6 +20,7 @@ from typing import Any, Final
 from tinyagents_nb.harness import AgentRun
 
 from ._format import esc, format_duration, format_int, format_usd, plural, truncate
+from ._runlog import Alert
 from ._style import status_class
 
 __all__ = ["Notice", "RunHeader", "RunState", "Totals"]
@@ -73,6 +74,8 @@ class RunState:
     model_calls: int = 0
     tool_calls: int = 0
     steers_delivered: int = 0
+    alert: Alert | None = None
+    """The latest guardrail trip or limit reached in the run's tree (shown under the header)."""
 
 
 class RunHeader:
@@ -129,6 +132,10 @@ def header_html(
         html += _error_box(state)
     elif state.terminal == "cancelled" and state.cancel_reason:
         html += f'<div class="ta-dim">cancelled: {esc(state.cancel_reason)}</div>'
+    if state.alert is not None:
+        alert = state.alert  # a failed run's error box above already says why
+        text = f"⛔ {alert.what}" if state.terminal == "failed" and alert.run_id == state.run_id else alert.text()
+        html += f'<div class="ta-notice ta-tone-warn">{esc(text)}</div>'
     if notice is not None:
         tone = "ta-tone-warn" if notice.tone == "warn" else "ta-dim"
         html += f'<div class="ta-notice {tone}">{esc(notice.text)}</div>'

@@ -17,6 +17,7 @@ from tinyagents_nb.harness import AgentEvent, TextDelta, ThinkingDelta
 
 from ._gauge import ContextGauge
 from ._header import RunState
+from ._runlog import Alert, RunLog, alert_for_guardrail, alert_for_limit
 from ._tools import ToolCallsPane
 from ._transcript import SegmentKind, TranscriptPane
 from ._tree import AgentTree
@@ -45,6 +46,7 @@ class EventRouter:
         transcript: TranscriptPane,
         tools: ToolCallsPane,
         gauge: ContextGauge,
+        log: RunLog,
     ) -> None:
         self._lock = lock
         self._state = state
@@ -52,6 +54,8 @@ class EventRouter:
         self._transcript = transcript
         self._tools = tools
         self._gauge = gauge
+        self._log = log
+        self._step_keys: dict[tuple[str, str, int], int] = {}
         self._retries: dict[tuple[str, str], int] = {}
         self._handlers: Mapping[str, Callable[[Any], None]] = {
             "model.delta": self._on_delta,
@@ -68,7 +72,11 @@ class EventRouter:
             "retry.scheduled": self._on_retry,
             "model.discarded": lambda e: self._transcript.discard_call(e.run_id, e.call_id),
             "fallback.used": lambda e: self._note(e, f"fallback: {e.from_model} → {e.to_model} ({e.error})"),
-            "limit.reached": lambda e: self._note(e, f"limit reached: {e.limit}"),
+            "limit.reached": self._on_limit,
+            "guardrail.tripped": self._on_guardrail,
+            "approval.decided": self._on_decided,
+            "rlm.code": self._on_code,
+            "rlm.output": self._on_output,
             **dict.fromkeys(TERMINAL_KINDS, self._on_run_ended),
         }
 
@@ -100,6 +108,8 @@ class EventRouter:
 
     def _on_run_ended(self, event: Any) -> None:
         status = TERMINAL_KINDS[event.kind]
+        if event.kind == "run.failed" and event.run_id != self._state.run_id:
+            self._log.explain(event.run_id, event.error_type, event.error)
         self._tree.finish(event.run_id, status)
         state = self._state
         if event.run_id != state.run_id:
@@ -108,6 +118,7 @@ class EventRouter:
         state.ended = state.ended or time.monotonic()
         if event.kind == "run.failed":
             state.error_text = f"{event.error_type}: {event.error}"
+            state.alert = self._log.explain(event.run_id, event.error_type, event.error) or state.alert
         elif event.kind == "run.cancelled":
             state.cancel_reason = event.reason
 
@@ -172,6 +183,34 @@ class EventRouter:
         if event.command in ("pause", "cancel") and detail.endswith(" button"):
             detail = ""  # "paused: pause button" says nothing new
         self._note(event, f"↪ {words}" + (f": {detail}" if detail else ""))
+
+    def _on_code(self, event: Any) -> None:
+        step = self._log.add_code(event, self._tree.caption(event.run_id))
+        slot = (step.run_id, step.call_id, step.index)
+        self._step_keys[slot] = self._transcript.add_step(step)
+        if len(self._step_keys) > 2 * len(self._log.steps) + 64:  # forget the keys of dropped steps
+            self._step_keys = {s: k for s, k in self._step_keys.items() if s in self._log.steps}
+
+    def _on_output(self, event: Any) -> None:
+        if self._log.add_output(event) is not None:
+            key = self._step_keys.get((event.run_id, event.call_id, event.index))
+            if key is not None:
+                self._transcript.touch(key)
+
+    def _on_decided(self, event: Any) -> None:
+        decision = self._log.add_decision(event, self._tree.caption(event.run_id))
+        self._transcript.add_note(decision.text().removeprefix(f"{decision.caption} · "), decision.caption)
+
+    def _on_guardrail(self, event: Any) -> None:
+        self._alert(event, alert_for_guardrail(event, self._tree.caption(event.run_id)))
+
+    def _on_limit(self, event: Any) -> None:
+        self._alert(event, alert_for_limit(event, self._tree.caption(event.run_id)))
+
+    def _alert(self, event: AgentEvent, alert: Alert) -> None:
+        self._log.add_alert(alert)
+        self._state.alert = alert
+        self._note(event, f"⛔ {alert.what}" + (f": {alert.why}" if alert.why else ""))
 
     def _note(self, event: AgentEvent, text: str) -> None:
         self._transcript.add_note(text, self._tree.caption(event.run_id))

@@ -94,6 +94,8 @@ STYLESHEET: Final = (
     ".ta-dash .ta-answer{border-left:3px solid var(--ta-ok);padding-left:.7em;margin-top:.4em}"
     ".ta-dash .ta-caption{font-size:85%;opacity:.75;margin:.3em 0 0}"
     ".ta-dash .ta-note{font-size:90%;opacity:.8;margin:.2em 0}"
+    ".ta-dash .ta-step-row{border-left:3px solid rgba(127,127,127,.35);padding-left:.7em;font-size:95%}"
+    ".ta-dash .ta-step{font-size:90%;opacity:.85;margin:.2em 0}"
     ".ta-dash .ta-stopped{font-size:90%;color:var(--ta-muted);border-top:1px dashed var(--ta-muted);"
     "margin-top:.4em;padding-top:.2em}"
     ".ta-dash .ta-section{font-weight:600;margin:.6em 0 .15em;font-size:95%}"

@@ -23,13 +23,15 @@ from typing import Any, Final, Literal
 from ._format import esc
 from ._markdown import render_markdown
 from ._rows import HtmlRows, Markdown
+from ._runlog import CodeStep
 from ._safe_markdown import safe_markdown
 
 __all__ = ["Segment", "SegmentKind", "TranscriptPane"]
 
-SegmentKind = Literal["text", "thinking", "note"]
+SegmentKind = Literal["text", "thinking", "note", "step"]
 
 _SPLIT_CHARS: Final = 4_000
+_STEP_OUTPUT_CHARS: Final = 8_000  # the RLM already cut it to what the model saw (4,000 by default)
 _FENCE_LINE: Final = re.compile(r"^\s{0,3}(```|~~~)", re.MULTILINE)
 _WAITING_KEY: Final = -1
 _WAITING_HTML: Final = '<div class="ta-note ta-dim">waiting for the model\'s first words…</div>'
@@ -55,6 +57,8 @@ class Segment:
     """What separated this segment from the previous one when a long answer was cut."""
     discarded: bool = False
     """A failed stream attempt's text (``model.discarded``): shown struck through, never part of the answer."""
+    step: CodeStep | None = None
+    """An RLM code step (kind ``step``): rendered from it, so its output shows once it arrives."""
 
     @property
     def text(self) -> str:
@@ -117,6 +121,15 @@ class TranscriptPane:
     def add_note(self, text: str, caption: str = "", *, css: str = "ta-note") -> None:
         """A one-line event in the flow of the conversation (steering, retry, fallback, the stop mark)."""
         self._add(Segment(kind="note", caption=caption, parts=[text], size=len(text), active=False, css=css))
+
+    def add_step(self, step: CodeStep) -> int:
+        """An RLM code step in the flow, after the reply that carried it; ``touch`` it when its output arrives."""
+        return self._add(Segment(kind="step", caption=step.caption, run_id=step.run_id, step=step, active=False))
+
+    def touch(self, key: int) -> None:
+        """Segment ``key`` changed outside the pane (a step's output): render it again."""
+        if key in self.segments:
+            self._dirty.add(key)
 
     def mark_answer(self, root_run_id: str) -> None:
         """Frame the root run's last model call's text as the answer (call once the run completed)."""
@@ -235,6 +248,13 @@ def _cut_point(text: str) -> tuple[int, str] | None:
 
 def _segment_row(segment: Segment, previous: Segment | None) -> str | Markdown:
     who = f"{esc(segment.caption)} · " if segment.caption else ""
+    if segment.step is not None:
+        step = segment.step
+        return Markdown(
+            step.markdown(output_chars=_STEP_OUTPUT_CHARS, timing=True),
+            step.plain(output_chars=_STEP_OUTPUT_CHARS),
+            ("ta-step-row",) + (("ta-sub",) if segment.caption else ()),
+        )
     if segment.kind == "note":
         return f'<div class="{segment.css}">{who}{esc(segment.text)}</div>'
     if segment.discarded:
