@@ -46,6 +46,39 @@ def test_providers_namespace_is_exact() -> None:
     assert harness.AnthropicModel is providers.AnthropicModel
 
 
+FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
+    "stores": [
+        "CacheRegistry",
+        "InMemoryResponseCache",
+        "InMemoryStore",
+        "JsonValue",
+        "Namespace",
+        "ResponseCache",
+        "ResponseCacheStats",
+        "SQLiteResponseCache",
+        "SQLiteStore",
+        "Store",
+        "StoreRegistry",
+        "StoreResponseCache",
+        "cache_key",
+        "open_sqlite",
+    ],
+}
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_family_namespace_is_exact(family: str) -> None:
+    import importlib
+
+    module = importlib.import_module(f"tinyagents_nb.harness.{family}")
+    assert module.__all__ == sorted(module.__all__) == public_names(module) == FAMILIES[family]
+    for name in module.__all__:
+        obj = getattr(module, name)
+        home = getattr(obj, "__module__", "")
+        if (isinstance(obj, type) or callable(obj)) and home.startswith("tinyagents_nb."):
+            assert home.startswith(f"tinyagents_nb.harness.{family}._"), (name, home)
+
+
 def test_testkit_namespace_is_exact() -> None:
     from tinyagents_nb.harness import testkit
 

@@ -143,7 +143,7 @@ def test_in_memory_validates_cap(bad: object) -> None:
 
 # ------------------------------------------------------------------------------------------ SQLite
 def test_sqlite_is_durable_across_instances_and_shares_a_file_with_the_store(tmp_path: Path) -> None:
-    from tinyagents_nb.harness._stores import SQLiteStore
+    from tinyagents_nb.harness.stores import SQLiteStore
 
     path = tmp_path / "nested" / "session.db"
     store = SQLiteStore(path)

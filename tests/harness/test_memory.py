@@ -41,10 +41,9 @@ from tinyagents_nb.harness._messages import (
     UserMessage,
 )
 from tinyagents_nb.harness._middleware import Middleware
-from tinyagents_nb.harness._registries import StoreRegistry
-from tinyagents_nb.harness._stores import InMemoryStore, JsonValue, Namespace, SQLiteStore, Store
 from tinyagents_nb.harness._tools import tool
 from tinyagents_nb.harness._trim import KeepLast
+from tinyagents_nb.harness.stores import InMemoryStore, JsonValue, Namespace, SQLiteStore, Store, StoreRegistry
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 TRANSCRIPT: list[Message] = [

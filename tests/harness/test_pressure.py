@@ -40,10 +40,10 @@ from tinyagents_nb.harness._pressure import (
     default_policies,
     load_tool_output,
 )
-from tinyagents_nb.harness._stores import InMemoryStore
 from tinyagents_nb.harness._summarization import SUMMARY_HEADER, SUMMARY_TAG, ConcatSummarizer
 from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
 from tinyagents_nb.harness._window import ContextWindow
+from tinyagents_nb.harness.stores import InMemoryStore
 from tinyagents_nb.harness.testkit import EventRecorder
 
 

@@ -23,17 +23,19 @@ from tinyagents_nb.harness._messages import (
     UserMessage,
 )
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
-from tinyagents_nb.harness._registries import CacheRegistry
-from tinyagents_nb.harness._response_cache import (
+from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.stores import (
+    CacheRegistry,
     InMemoryResponseCache,
+    InMemoryStore,
     ResponseCache,
     ResponseCacheStats,
     SQLiteResponseCache,
+    SQLiteStore,
+    Store,
     StoreResponseCache,
     cache_key,
 )
-from tinyagents_nb.harness._stores import InMemoryStore, SQLiteStore, Store
-from tinyagents_nb.harness._usage import Usage
 
 REPO = Path(__file__).resolve().parents[2]
 NS = "response-cache"
@@ -95,7 +97,7 @@ def test_key_is_stable_across_processes() -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
         "from tests.harness.test_response_cache import base_request\n"
-        "from tinyagents_nb.harness._response_cache import cache_key\n"
+        "from tinyagents_nb.harness.stores import cache_key\n"
         "print(cache_key(base_request(), model='openai:gpt-4o-mini'))\n"
     )
     out = subprocess.run(

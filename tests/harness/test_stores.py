@@ -24,9 +24,8 @@ from hypothesis import given, settings, strategies as st
 from tinyagents_nb.harness._errors import ConfigurationError, StoreError, TinyAgentsError
 from tinyagents_nb.harness._ids import ThreadId
 from tinyagents_nb.harness._journal import SQLiteEventJournal
-from tinyagents_nb.harness._registries import CacheRegistry, StoreRegistry
-from tinyagents_nb.harness._stores import InMemoryStore, SQLiteStore, Store
 from tinyagents_nb.harness._vectors import SQLiteVectorStore
+from tinyagents_nb.harness.stores import CacheRegistry, InMemoryStore, SQLiteStore, Store, StoreRegistry
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -406,7 +405,7 @@ def test_two_sqlite_instances_on_one_file_lose_no_writes(tmp_path: Path) -> None
 _CHILD = textwrap.dedent(
     """
     import sys, time
-    from tinyagents_nb.harness._stores import SQLiteStore
+    from tinyagents_nb.harness.stores import SQLiteStore
     with SQLiteStore(sys.argv[1]) as s:
         s.put("proc", "ready", True)
         while not s.get("proc", "go"):  # start writing only once the parent is hammering too
@@ -621,7 +620,7 @@ def test_many_threads_first_opening_one_fresh_file_all_succeed(tmp_path: Path) -
 _OPENER = textwrap.dedent(
     """
     import sys, time
-    from tinyagents_nb.harness._stores import SQLiteStore
+    from tinyagents_nb.harness.stores import SQLiteStore
     start = float(sys.argv[2])
     while time.time() < start:  # every process opens at the same instant
         time.sleep(0.0005)

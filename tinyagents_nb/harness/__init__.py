@@ -299,18 +299,6 @@ from ._providers import (
     profile_for as profile_for,
     resolve_model as resolve_model,
 )
-from ._registries import (
-    CacheRegistry as CacheRegistry,
-    StoreRegistry as StoreRegistry,
-)
-from ._response_cache import (
-    InMemoryResponseCache as InMemoryResponseCache,
-    ResponseCache as ResponseCache,
-    ResponseCacheStats as ResponseCacheStats,
-    SQLiteResponseCache as SQLiteResponseCache,
-    StoreResponseCache as StoreResponseCache,
-    cache_key as cache_key,
-)
 from ._retry import (
     FallbackPolicy as FallbackPolicy,
     RateLimiter as RateLimiter,
@@ -347,12 +335,6 @@ from ._steering import (
     SteeringReceipt as SteeringReceipt,
     steering_from_dict as steering_from_dict,
     steering_to_dict as steering_to_dict,
-)
-from ._stores import (
-    InMemoryStore as InMemoryStore,
-    Namespace as Namespace,
-    SQLiteStore as SQLiteStore,
-    Store as Store,
 )
 from ._stream import (
     MODE_KINDS as MODE_KINDS,
@@ -450,6 +432,20 @@ from .mcp import (
 )
 from .providers import (
     AnthropicModel as AnthropicModel,
+)
+from .stores import (
+    CacheRegistry as CacheRegistry,
+    InMemoryResponseCache as InMemoryResponseCache,
+    InMemoryStore as InMemoryStore,
+    Namespace as Namespace,
+    ResponseCache as ResponseCache,
+    ResponseCacheStats as ResponseCacheStats,
+    SQLiteResponseCache as SQLiteResponseCache,
+    SQLiteStore as SQLiteStore,
+    Store as Store,
+    StoreRegistry as StoreRegistry,
+    StoreResponseCache as StoreResponseCache,
+    cache_key as cache_key,
 )
 
 __all__ = [

@@ -33,11 +33,11 @@ from ._errors import ConfigurationError, SubAgentDepthError
 from ._events import AgentEvent, CostRecorded, UsageRecorded
 from ._ids import RunId, ThreadId
 from ._json import FrozenJson, freeze_json_object, thaw_json
-from ._registries import CacheRegistry, StoreRegistry
 from ._sink import EventSink
 from ._steering import SteeringHandle
 from ._usage import Usage, UsageTracker
 from ._window import ContextWindow
+from .stores import CacheRegistry, StoreRegistry
 
 if TYPE_CHECKING:
     from ._approval import ApprovalDesk

@@ -23,7 +23,6 @@ from ._model import ChatModel, ModelRequest, ToolSchema
 from ._pressure import ContextPressureChain
 from ._profile import ModelProfile
 from ._providers import resolve_model
-from ._response_cache import ResponseCache
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
 from ._run_sync import run_blocking as _run_blocking
@@ -35,6 +34,7 @@ from ._tokens import TokenEstimator
 from ._tool_registry import ToolProvider, ToolRegistry
 from ._tools import Tool
 from ._window import ContextWindow
+from .stores import ResponseCache
 
 __all__ = ["AgentHarness", "AgentInput", "AgentStream", "RunPolicy"]
 

@@ -25,7 +25,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from ._errors import ConfigurationError, StoreError
 from ._observability import AgentObservation, _dumps, _event_dict, _is_int
-from ._stores import open_sqlite
+from .stores import open_sqlite
 
 __all__ = ["EventJournal", "InMemoryEventJournal", "SQLiteEventJournal"]
 

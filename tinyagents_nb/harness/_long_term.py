@@ -27,7 +27,7 @@ from ._middleware import Middleware
 from ._tools import FunctionTool, tool
 
 if TYPE_CHECKING:
-    from ._stores import Store
+    from .stores import Store
 
 __all__ = ["LongTermMemory", "LongTermMemoryMiddleware", "MemoryRecord", "MemoryScope"]
 

@@ -64,7 +64,6 @@ from ._messages import (
 )
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
 from ._reactive import call_compacting
-from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._selection import eligible_models, refit_for, with_resolved
@@ -73,6 +72,7 @@ from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
 from ._tool_progress import bind_reporter, unbind_reporter
 from ._tools import Tool, ToolResult
+from .stores import ResponseCache, cache_key
 
 if TYPE_CHECKING:
     from ._context import RunConfig, RunContext

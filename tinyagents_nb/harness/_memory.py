@@ -39,9 +39,9 @@ from ._messages import (
     load_messages,
 )
 from ._middleware import Middleware
-from ._stores import JsonValue, Store, _StoreBase
 from ._thread_compaction import ThreadCompaction, is_summary
 from ._trim import KeepFirstAndLast, KeepLast, MaxTokens, TrimStrategy, trim_messages
+from .stores._stores import JsonValue, Store, _StoreBase
 
 if TYPE_CHECKING:
     from ._context import RunContext

@@ -56,8 +56,8 @@ from ._tokens import TokenEstimator
 
 if TYPE_CHECKING:
     from ._context import RunContext
-    from ._stores import Store
     from ._window import ContextWindow
+    from .stores import Store
 
 __all__ = [
     "COMPACTED_TAG",

@@ -36,7 +36,7 @@ from ._tokens import TokenEstimator
 
 if TYPE_CHECKING:
     from ._context import RunContext
-    from ._stores import Store
+    from .stores import Store
 
 __all__ = ["THREAD_COMPACTIONS_NAMESPACE", "PersistedSummary", "ThreadCompaction", "thread_compactions"]
 

@@ -24,7 +24,7 @@ from ._tools import FunctionTool, ToolResult, tool
 
 if TYPE_CHECKING:
     from ._messages import ToolCall, ToolMessage
-    from ._stores import Store
+    from .stores import Store
 
 __all__ = ["TRUNCATED_TAG", "ToolResultLimit"]
 

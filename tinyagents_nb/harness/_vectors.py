@@ -31,7 +31,7 @@ from typing import Any, Protocol, Self, runtime_checkable
 
 from ._errors import ConfigurationError, StoreError
 from ._json import FrozenJson, freeze_json, freeze_json_object, thaw_json
-from ._stores import open_sqlite
+from .stores import open_sqlite
 
 __all__ = [
     "Document",

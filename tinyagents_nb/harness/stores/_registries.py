@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from typing import Generic, Self, TypeVar
 
-from ._errors import ConfigurationError
+from .._errors import ConfigurationError
 from ._stores import _CONTROL, InMemoryStore, Store, _StoreBase, _text
 
 __all__ = ["CacheRegistry", "StoreRegistry"]

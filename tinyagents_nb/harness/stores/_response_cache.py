@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, runtime_checkable
 
-from ._errors import ConfigurationError
-from ._messages import AssistantMessage, dump_messages, load_messages
-from ._model import ModelRequest, ModelResponse
+from .._errors import ConfigurationError
+from .._messages import AssistantMessage, dump_messages, load_messages
+from .._model import ModelRequest, ModelResponse
+from .._usage import Usage
 from ._stores import SQLiteStore, Store
-from ._usage import Usage
 
 __all__ = [
     "InMemoryResponseCache",

@@ -29,7 +29,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Literal, Protocol, Self, TypeAlias, TypeVar, runtime_checkable
 
-from ._errors import ConfigurationError, StoreError
+from .._errors import ConfigurationError, StoreError
 
 __all__ = [
     "InMemoryStore",
