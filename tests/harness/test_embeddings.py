@@ -18,12 +18,6 @@ from hypothesis import given, settings, strategies as st
 
 from tests.harness.replay_server import ReplayServer, embeddings_body, error_body
 from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._embeddings import (
-    EmbeddingModel,
-    MockEmbeddingModel,
-    OpenAIEmbeddingModel,
-    Retriever,
-)
 from tinyagents_nb.harness._errors import (
     ConfigurationError,
     ContextLimitError,
@@ -36,9 +30,13 @@ from tinyagents_nb.harness._messages import RETRIEVED_TAG, SystemMessage, UserMe
 from tinyagents_nb.harness._providers import ProviderSpec
 from tinyagents_nb.harness._retry import RetryPolicy
 from tinyagents_nb.harness._usage import Usage
-from tinyagents_nb.harness._vectors import (
+from tinyagents_nb.harness.retrieval import (
     Document,
+    EmbeddingModel,
     InMemoryVectorStore,
+    MockEmbeddingModel,
+    OpenAIEmbeddingModel,
+    Retriever,
     ScoredDocument,
     SQLiteVectorStore,
     VectorStore,
@@ -830,7 +828,7 @@ def test_import_is_light_and_mock_vectors_ignore_the_hash_seed() -> None:
     # One subprocess for both (each costs an interpreter start): the import must not load httpx, and
     # the mock must give the same vector under another PYTHONHASHSEED than this process's.
     code = (
-        "import sys; import tinyagents_nb.harness._embeddings as e, tinyagents_nb.harness._vectors; "
+        "import sys; import tinyagents_nb.harness.retrieval as e; "
         "print([m for m in ('httpx', 'httpcore', 'numpy') if m in sys.modules]); "
         "print(e.MockEmbeddingModel(16).vector('alpha beta gamma'))"
     )

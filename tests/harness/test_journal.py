@@ -19,10 +19,15 @@ import pytest
 from tests.harness.obs_samples import sample_events
 from tinyagents_nb.harness._errors import ConfigurationError, StoreError
 from tinyagents_nb.harness._events import AgentEvent, ModelDelta, ToolStarted
-from tinyagents_nb.harness._journal import EventJournal, InMemoryEventJournal, SQLiteEventJournal
-from tinyagents_nb.harness._jsonl import JsonlEventJournal
 from tinyagents_nb.harness._messages import TextDelta
-from tinyagents_nb.harness._observability import AgentObservation, UnrecognizedEvent
+from tinyagents_nb.harness.observability import (
+    AgentObservation,
+    EventJournal,
+    InMemoryEventJournal,
+    JsonlEventJournal,
+    SQLiteEventJournal,
+    UnrecognizedEvent,
+)
 
 JournalFactory = Callable[[Path], EventJournal]
 FACTORIES: dict[str, JournalFactory] = {
@@ -213,9 +218,9 @@ _WRITER = textwrap.dedent(
     import sys
     from decimal import Decimal
     from tinyagents_nb.harness._events import CostRecorded, ModelDelta, ToolStarted
-    from tinyagents_nb.harness._journal import SQLiteEventJournal
+    from tinyagents_nb.harness.observability import SQLiteEventJournal
     from tinyagents_nb.harness._messages import TextDelta
-    from tinyagents_nb.harness._observability import AgentObservation
+    from tinyagents_nb.harness.observability import AgentObservation
 
     def make(i):
         lin = dict(run_id="r", root_run_id="r", ts=float(i))

@@ -19,8 +19,7 @@ from tinyagents_nb.harness._events import (
     ToolStarted,
 )
 from tinyagents_nb.harness._messages import TextDelta
-from tinyagents_nb.harness._metrics import AgentLatencyMetrics, event_detail, events_to_dataframe
-from tinyagents_nb.harness._observability import AgentObservation
+from tinyagents_nb.harness.observability import AgentLatencyMetrics, AgentObservation, event_detail, events_to_dataframe
 
 
 def root(ts: float) -> Any:

@@ -24,21 +24,23 @@ from tinyagents_nb.harness._events import (
     event_to_dict,
 )
 from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._journal import InMemoryEventJournal, SQLiteEventJournal
 from tinyagents_nb.harness._messages import TextDelta, ToolCallDelta
-from tinyagents_nb.harness._obs_sinks import (
-    DEFAULT_PATTERNS,
-    FanOutSink,
-    JournalSink,
-    JsonlSink,
-    RedactingSink,
-    secrets_from_env,
-)
-from tinyagents_nb.harness._observability import AgentObservation, RunStatusStore
 from tinyagents_nb.harness._sink import EventSink
 from tinyagents_nb.harness._subagent import SubAgent
 from tinyagents_nb.harness._tools import tool
 from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.observability import (
+    DEFAULT_PATTERNS,
+    AgentObservation,
+    FanOutSink,
+    InMemoryEventJournal,
+    JournalSink,
+    JsonlSink,
+    RedactingSink,
+    RunStatusStore,
+    SQLiteEventJournal,
+    secrets_from_env,
+)
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 L: Any = {"run_id": "r", "root_run_id": "r"}
@@ -404,9 +406,8 @@ def test_decimal_cost_survives_the_full_pipeline(tmp_path: Path) -> None:
 
 def test_journal_sink_can_skip_token_deltas() -> None:
     from tinyagents_nb.harness._events import ModelDelta, RunStarted
-    from tinyagents_nb.harness._journal import InMemoryEventJournal
     from tinyagents_nb.harness._messages import TextDelta
-    from tinyagents_nb.harness._obs_sinks import JournalSink as Sink
+    from tinyagents_nb.harness.observability import InMemoryEventJournal, JournalSink as Sink
 
     journal = InMemoryEventJournal()
     sink = Sink(journal, exclude_kinds={"model.delta"})

@@ -27,7 +27,7 @@ from tinyagents_nb.harness._events import (
 )
 from tinyagents_nb.harness._ids import RunId
 from tinyagents_nb.harness._messages import ThinkingDelta, ToolCallDelta
-from tinyagents_nb.harness._observability import (
+from tinyagents_nb.harness.observability._observability import (
     AgentObservation,
     RunStatusStore,
     UnrecognizedEvent,

@@ -14,11 +14,10 @@ from tests.harness.replay_server import ReplayServer, sse_text_chunks, usage_bod
 from tinyagents_nb.harness._context import RunContext
 from tinyagents_nb.harness._events import AgentEvent, CacheHit, ModelCompleted, ModelDelta, event_to_dict
 from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._journal import SQLiteEventJournal
 from tinyagents_nb.harness._messages import TextDelta, ThinkingDelta, ToolCallDelta
-from tinyagents_nb.harness._obs_sinks import JournalSink, RedactingSink
 from tinyagents_nb.harness._openai import OpenAIChatModel
-from tinyagents_nb.harness._redact_stream import merge_spans
+from tinyagents_nb.harness.observability import JournalSink, RedactingSink, SQLiteEventJournal
+from tinyagents_nb.harness.observability._redact_stream import merge_spans
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,8 @@ from hypothesis import given, settings, strategies as st
 
 from tinyagents_nb.harness._errors import ConfigurationError, StoreError, TinyAgentsError
 from tinyagents_nb.harness._ids import ThreadId
-from tinyagents_nb.harness._journal import SQLiteEventJournal
-from tinyagents_nb.harness._vectors import SQLiteVectorStore
+from tinyagents_nb.harness.observability import SQLiteEventJournal
+from tinyagents_nb.harness.retrieval import SQLiteVectorStore
 from tinyagents_nb.harness.stores import CacheRegistry, InMemoryStore, SQLiteStore, Store, StoreRegistry
 
 REPO = Path(__file__).resolve().parents[2]

@@ -69,13 +69,6 @@ from ._cost import (
     ModelPricing as ModelPricing,
     PriceSource as PriceSource,
 )
-from ._embeddings import (
-    EmbeddingModel as EmbeddingModel,
-    EmbeddingResult as EmbeddingResult,
-    MockEmbeddingModel as MockEmbeddingModel,
-    OpenAIEmbeddingModel as OpenAIEmbeddingModel,
-    Retriever as Retriever,
-)
 from ._errors import (
     Cancelled as Cancelled,
     ConfigurationError as ConfigurationError,
@@ -165,14 +158,6 @@ from ._ids import (
     SessionId as SessionId,
     ThreadId as ThreadId,
 )
-from ._journal import (
-    EventJournal as EventJournal,
-    InMemoryEventJournal as InMemoryEventJournal,
-    SQLiteEventJournal as SQLiteEventJournal,
-)
-from ._jsonl import (
-    JsonlEventJournal as JsonlEventJournal,
-)
 from ._limits import (
     LimitKind as LimitKind,
     LimitTracker as LimitTracker,
@@ -218,13 +203,6 @@ from ._messages import (
     messages_from_json as messages_from_json,
     messages_to_json as messages_to_json,
 )
-from ._metrics import (
-    AgentCallLatency as AgentCallLatency,
-    AgentLatencyMetrics as AgentLatencyMetrics,
-    RunLatency as RunLatency,
-    event_detail as event_detail,
-    events_to_dataframe as events_to_dataframe,
-)
 from ._middleware import (
     Middleware as Middleware,
     MiddlewareStack as MiddlewareStack,
@@ -242,22 +220,6 @@ from ._model import (
     ToolChoice as ToolChoice,
     ToolSchema as ToolSchema,
     collect_stream as collect_stream,
-)
-from ._obs_sinks import (
-    DEFAULT_PATTERNS as DEFAULT_PATTERNS,
-    DEFAULT_SENSITIVE_KEYS as DEFAULT_SENSITIVE_KEYS,
-    FanOutSink as FanOutSink,
-    JournalSink as JournalSink,
-    JsonlSink as JsonlSink,
-    RedactingSink as RedactingSink,
-    secrets_from_env as secrets_from_env,
-)
-from ._observability import (
-    AgentObservation as AgentObservation,
-    Observed as Observed,
-    RunStatusStore as RunStatusStore,
-    UnrecognizedEvent as UnrecognizedEvent,
-    event_from_dict as event_from_dict,
 )
 from ._openai import (
     OpenAIChatModel as OpenAIChatModel,
@@ -413,14 +375,6 @@ from ._usage import (
     UsageRecord as UsageRecord,
     UsageTracker as UsageTracker,
 )
-from ._vectors import (
-    Document as Document,
-    InMemoryVectorStore as InMemoryVectorStore,
-    ScoredDocument as ScoredDocument,
-    SQLiteVectorStore as SQLiteVectorStore,
-    VectorStore as VectorStore,
-    cosine_similarity as cosine_similarity,
-)
 from ._window import (
     ContextWindow as ContextWindow,
     context_window_for as context_window_for,
@@ -430,8 +384,44 @@ from ._window import (
 from .mcp import (
     MCPServer as MCPServer,
 )
+from .observability import (
+    DEFAULT_PATTERNS as DEFAULT_PATTERNS,
+    DEFAULT_SENSITIVE_KEYS as DEFAULT_SENSITIVE_KEYS,
+    AgentCallLatency as AgentCallLatency,
+    AgentLatencyMetrics as AgentLatencyMetrics,
+    AgentObservation as AgentObservation,
+    EventJournal as EventJournal,
+    FanOutSink as FanOutSink,
+    InMemoryEventJournal as InMemoryEventJournal,
+    JournalSink as JournalSink,
+    JsonlEventJournal as JsonlEventJournal,
+    JsonlSink as JsonlSink,
+    Observed as Observed,
+    RedactingSink as RedactingSink,
+    RunLatency as RunLatency,
+    RunStatusStore as RunStatusStore,
+    SQLiteEventJournal as SQLiteEventJournal,
+    UnrecognizedEvent as UnrecognizedEvent,
+    event_detail as event_detail,
+    event_from_dict as event_from_dict,
+    events_to_dataframe as events_to_dataframe,
+    secrets_from_env as secrets_from_env,
+)
 from .providers import (
     AnthropicModel as AnthropicModel,
+)
+from .retrieval import (
+    Document as Document,
+    EmbeddingModel as EmbeddingModel,
+    EmbeddingResult as EmbeddingResult,
+    InMemoryVectorStore as InMemoryVectorStore,
+    MockEmbeddingModel as MockEmbeddingModel,
+    OpenAIEmbeddingModel as OpenAIEmbeddingModel,
+    Retriever as Retriever,
+    ScoredDocument as ScoredDocument,
+    SQLiteVectorStore as SQLiteVectorStore,
+    VectorStore as VectorStore,
+    cosine_similarity as cosine_similarity,
 )
 from .stores import (
     CacheRegistry as CacheRegistry,

@@ -23,9 +23,9 @@ from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from ._errors import ConfigurationError, StoreError
+from .._errors import ConfigurationError, StoreError
+from ..stores import open_sqlite
 from ._observability import AgentObservation, _dumps, _event_dict, _is_int
-from .stores import open_sqlite
 
 __all__ = ["EventJournal", "InMemoryEventJournal", "SQLiteEventJournal"]
 

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._errors import ConfigurationError, StoreError
+from .._errors import ConfigurationError, StoreError
 from ._journal import _JournalBase, _Query
 from ._observability import AgentObservation, _dumps
 

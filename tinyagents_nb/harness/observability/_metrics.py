@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ._events import AgentEvent, event_to_dict
+from .._events import AgentEvent, event_to_dict
 from ._observability import AgentObservation, Observed, as_observations
 
 if TYPE_CHECKING:

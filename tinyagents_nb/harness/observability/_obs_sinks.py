@@ -23,13 +23,13 @@ from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal
 from typing import Any, Final
 
-from ._errors import ConfigurationError
-from ._events import AgentEvent, ModelDelta
+from .._errors import ConfigurationError
+from .._events import AgentEvent, ModelDelta
+from .._sink import EventListener
 from ._journal import EventJournal
 from ._jsonl import _JsonlFile, _read_json_lines
 from ._observability import AgentObservation, _event_dict, event_from_dict
 from ._redact_stream import DeltaHold, delta_channel, delta_text, forget_ended, merge_spans, with_text
-from ._sink import EventListener
 
 __all__ = [
     "DEFAULT_PATTERNS",

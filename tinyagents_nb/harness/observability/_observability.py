@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeAlias
 
 from pydantic import TypeAdapter, ValidationError
 
-from ._errors import ConfigurationError
-from ._events import AgentEvent, event_to_dict
-from ._run import HarnessRunStatus, RunStatus
+from .._errors import ConfigurationError
+from .._events import AgentEvent, event_to_dict
+from .._run import HarnessRunStatus, RunStatus
 
 if TYPE_CHECKING:
     import pandas as pd

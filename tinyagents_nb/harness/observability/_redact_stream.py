@@ -24,8 +24,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Final, Generic, TypeVar
 
-from ._events import AgentEvent, ModelDelta
-from ._messages import MessageDelta, ToolCallDelta
+from .._events import AgentEvent, ModelDelta
+from .._messages import MessageDelta, ToolCallDelta
 
 __all__ = ["DeltaHold", "Spans", "delta_channel", "delta_text", "forget_ended", "merge_spans", "with_text"]
 

@@ -30,22 +30,22 @@ from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, Self, TypeVar
 
 from pydantic import Field
 
-from ._errors import ConfigurationError, ProviderError
-from ._json import freeze_json_object
-from ._messages import RETRIEVED_TAG, UserMessage
-from ._openai import OpenAIChatModel
-from ._openai_errors import malformed
-from ._providers import ProviderSpec
-from ._retry import RetryPolicy, call_with_retry
-from ._usage import Usage
+from .._errors import ConfigurationError, ProviderError
+from .._json import freeze_json_object
+from .._messages import RETRIEVED_TAG, UserMessage
+from .._openai import OpenAIChatModel
+from .._openai_errors import malformed
+from .._providers import ProviderSpec
+from .._retry import RetryPolicy, call_with_retry
+from .._usage import Usage
 from ._vectors import Document, InMemoryVectorStore, ScoredDocument, VectorStore
 
 if TYPE_CHECKING:
     import httpx
 
-    from ._context import RunContext
-    from ._model import ModelRequest
-    from ._tools import FunctionTool
+    from .._context import RunContext
+    from .._model import ModelRequest
+    from .._tools import FunctionTool
 
 __all__ = ["EmbeddingModel", "EmbeddingResult", "MockEmbeddingModel", "OpenAIEmbeddingModel", "Retriever"]
 
@@ -585,7 +585,7 @@ class Retriever:
 
         ``min_score`` and ``where`` are fixed here, out of the model's reach.
         """
-        from ._tools import tool  # lazy: the tool machinery loads pydantic adapters and the run context
+        from .._tools import tool  # lazy: the tool machinery loads pydantic adapters and the run context
 
         _check_filters(min_score, where)
 

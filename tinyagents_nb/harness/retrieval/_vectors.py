@@ -29,9 +29,9 @@ from operator import mul
 from types import TracebackType
 from typing import Any, Protocol, Self, runtime_checkable
 
-from ._errors import ConfigurationError, StoreError
-from ._json import FrozenJson, freeze_json, freeze_json_object, thaw_json
-from .stores import open_sqlite
+from .._errors import ConfigurationError, StoreError
+from .._json import FrozenJson, freeze_json, freeze_json_object, thaw_json
+from ..stores import open_sqlite
 
 __all__ = [
     "Document",
