@@ -35,6 +35,7 @@ from ._messages import (
     UserMessage,
     dump_messages,
     load_messages,
+    stable_prefix_len,
 )
 from ._middleware import Middleware
 from ._model import ModelRequest
@@ -49,7 +50,6 @@ from ._summarization import (
     _current_user_index,
     _drop_units,
     _is_summary,
-    _stable_prefix_len,
     plan_summary,
 )
 from ._tokens import TokenEstimator
@@ -489,7 +489,7 @@ class ContextProvidersMiddleware(Middleware):
             current = _current_user_index(messages)
             if current is not None:
                 return current
-        pos = _stable_prefix_len(messages)
+        pos = stable_prefix_len(messages)
         while pos < len(messages) and _is_summary(messages[pos]):
             pos += 1
         return pos

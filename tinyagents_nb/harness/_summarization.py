@@ -25,7 +25,16 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ._errors import Cancelled, ConfigurationError, LimitExceeded, ProviderError, describe_error
 from ._events import ContextPressure
-from ._messages import RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ._messages import (
+    RETRIEVED_TAG,
+    SUMMARY_TAG,
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    ToolMessage,
+    UserMessage,
+    stable_prefix_len,
+)
 from ._middleware import Middleware
 from ._model import ChatModel, ModelRequest
 from ._profile import ModelProfile
@@ -48,8 +57,6 @@ __all__ = [
     "SummaryRecord",
 ]
 
-SUMMARY_TAG = "summary"
-"""Tag on the system message that carries a summary; the next compaction folds it into the new one."""
 SUMMARY_HEADER = "=== Conversation Summary ==="
 """First line of every summary message, so a reader (human or model) knows what it is looking at."""
 
@@ -64,16 +71,6 @@ def _check_int(name: str, value: object, *, minimum: int) -> int:
 
 
 # ------------------------------------------------------------------------------------------ transcript shape
-def _stable_prefix_len(messages: Sequence[Message]) -> int:
-    """Leading system messages that are neither retrieved nor a summary: the cacheable prefix."""
-    n = 0
-    for m in messages:
-        if not isinstance(m, SystemMessage) or RETRIEVED_TAG in m.tags or SUMMARY_TAG in m.tags:
-            break
-        n += 1
-    return n
-
-
 def _current_user_index(messages: Sequence[Message]) -> int | None:
     """The current user turn: the last user message that is not retrieved context."""
     for i in range(len(messages) - 1, -1, -1):
@@ -174,12 +171,12 @@ def plan_summary(messages: Sequence[Message], keep_last: int) -> SummaryPlan:
         + [i for i, m in enumerate(messages) if _is_summary(m)]
     )
     if not any(not _is_summary(messages[i]) for i in chosen):
-        return SummaryPlan(keep=tuple(messages), insert_at=_stable_prefix_len(messages))
+        return SummaryPlan(keep=tuple(messages), insert_at=stable_prefix_len(messages))
     taken = set(chosen)
     return SummaryPlan(
         summarize=tuple(messages[i] for i in chosen),
         keep=tuple(m for i, m in enumerate(messages) if i not in taken),
-        insert_at=_stable_prefix_len(messages),
+        insert_at=stable_prefix_len(messages),
         indices=tuple(chosen),
     )
 
