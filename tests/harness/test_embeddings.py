@@ -528,7 +528,7 @@ async def test_retriever_as_tool(mock: MockEmbeddingModel) -> None:
 
 async def test_retriever_as_context_provider(mock: MockEmbeddingModel) -> None:
     from tinyagents_nb.harness._model import ModelRequest
-    from tinyagents_nb.harness._pressure import ContextProvider, ContextProvidersMiddleware
+    from tinyagents_nb.harness.memory import ContextProvider, ContextProvidersMiddleware
 
     retriever = Retriever(mock)
     await retriever.index([Document(id=key, text=text) for key, text in CORPUS.items()])

@@ -16,17 +16,6 @@ from tinyagents_nb.harness._context import RunConfig, RunContext
 from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError, ProviderError, StoreError
 from tinyagents_nb.harness._events import MemoryLoaded, MemorySaved
 from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._memory import (
-    ChatHistory,
-    InMemoryChatHistory,
-    MemoryMiddleware,
-    SessionState,
-    ShortTermMemory,
-    StoreChatHistory,
-    get_state,
-    set_state,
-    update_state,
-)
 from tinyagents_nb.harness._messages import (
     RETRIEVED_TAG,
     AssistantMessage,
@@ -42,7 +31,18 @@ from tinyagents_nb.harness._messages import (
 )
 from tinyagents_nb.harness._middleware import Middleware
 from tinyagents_nb.harness._tools import tool
-from tinyagents_nb.harness._trim import KeepLast
+from tinyagents_nb.harness.memory import (
+    ChatHistory,
+    InMemoryChatHistory,
+    KeepLast,
+    MemoryMiddleware,
+    SessionState,
+    ShortTermMemory,
+    StoreChatHistory,
+    get_state,
+    set_state,
+    update_state,
+)
 from tinyagents_nb.harness.stores import InMemoryStore, JsonValue, Namespace, SQLiteStore, Store, StoreRegistry
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 

@@ -27,8 +27,8 @@ from tinyagents_nb.harness._middleware import Middleware, MiddlewareStack
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse
 from tinyagents_nb.harness._run import AgentRun
 from tinyagents_nb.harness._tools import ToolResult, tool
-from tinyagents_nb.harness._trim import KeepLast
 from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.memory import KeepLast
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

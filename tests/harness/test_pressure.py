@@ -25,10 +25,15 @@ from tinyagents_nb.harness._messages import (
     dump_messages,
 )
 from tinyagents_nb.harness._model import ModelRequest
-from tinyagents_nb.harness._pressure import (
+from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
+from tinyagents_nb.harness._window import ContextWindow
+from tinyagents_nb.harness.memory import (
     COMPACTED_TAG,
+    SUMMARY_HEADER,
+    SUMMARY_TAG,
     TOOL_OUTPUT_NAMESPACE,
     CompactToolOutputs,
+    ConcatSummarizer,
     ContextPressureChain,
     ContextProvidersMiddleware,
     DropRetrieved,
@@ -40,9 +45,6 @@ from tinyagents_nb.harness._pressure import (
     default_policies,
     load_tool_output,
 )
-from tinyagents_nb.harness._summarization import SUMMARY_HEADER, SUMMARY_TAG, ConcatSummarizer
-from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
-from tinyagents_nb.harness._window import ContextWindow
 from tinyagents_nb.harness.stores import InMemoryStore
 from tinyagents_nb.harness.testkit import EventRecorder
 

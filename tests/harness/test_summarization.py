@@ -19,7 +19,9 @@ from tinyagents_nb.harness._messages import (
 )
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse
 from tinyagents_nb.harness._profile import ModelProfile
-from tinyagents_nb.harness._summarization import (
+from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
+from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.memory import (
     SUMMARY_HEADER,
     SUMMARY_TAG,
     CompressionProvenance,
@@ -31,8 +33,6 @@ from tinyagents_nb.harness._summarization import (
     SummaryPlan,
     SummaryRecord,
 )
-from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
-from tinyagents_nb.harness._usage import Usage
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 

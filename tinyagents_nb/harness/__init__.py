@@ -163,24 +163,6 @@ from ._limits import (
     LimitTracker as LimitTracker,
     RunLimits as RunLimits,
 )
-from ._long_term import (
-    LongTermMemory as LongTermMemory,
-    LongTermMemoryMiddleware as LongTermMemoryMiddleware,
-    MemoryRecord as MemoryRecord,
-    MemoryScope as MemoryScope,
-)
-from ._memory import (
-    PARTIAL_TAG as PARTIAL_TAG,
-    ChatHistory as ChatHistory,
-    InMemoryChatHistory as InMemoryChatHistory,
-    MemoryMiddleware as MemoryMiddleware,
-    SessionState as SessionState,
-    ShortTermMemory as ShortTermMemory,
-    StoreChatHistory as StoreChatHistory,
-    get_state as get_state,
-    set_state as set_state,
-    update_state as update_state,
-)
 from ._messages import (
     RETRIEVED_TAG as RETRIEVED_TAG,
     AssistantMessage as AssistantMessage,
@@ -223,23 +205,6 @@ from ._model import (
 )
 from ._openai import (
     OpenAIChatModel as OpenAIChatModel,
-)
-from ._pressure import (
-    COMPACTED_TAG as COMPACTED_TAG,
-    TOOL_OUTPUT_NAMESPACE as TOOL_OUTPUT_NAMESPACE,
-    CompactToolOutputs as CompactToolOutputs,
-    ContextPressureChain as ContextPressureChain,
-    ContextProvider as ContextProvider,
-    ContextProvidersMiddleware as ContextProvidersMiddleware,
-    ContextTransform as ContextTransform,
-    DropRetrieved as DropRetrieved,
-    PressurePolicy as PressurePolicy,
-    PressureResult as PressureResult,
-    SummarizeOldMessages as SummarizeOldMessages,
-    TrimOldMessages as TrimOldMessages,
-    compose_transforms as compose_transforms,
-    default_policies as default_policies,
-    load_tool_output as load_tool_output,
 )
 from ._profile import (
     ModelProfile as ModelProfile,
@@ -318,24 +283,6 @@ from ._subagent import (
     SubAgentSession as SubAgentSession,
     SubAgentTool as SubAgentTool,
 )
-from ._summarization import (
-    SUMMARY_HEADER as SUMMARY_HEADER,
-    SUMMARY_TAG as SUMMARY_TAG,
-    CompressionProvenance as CompressionProvenance,
-    ConcatSummarizer as ConcatSummarizer,
-    ModelSummarizer as ModelSummarizer,
-    SummarizationMiddleware as SummarizationMiddleware,
-    SummarizationPolicy as SummarizationPolicy,
-    Summarizer as Summarizer,
-    SummaryPlan as SummaryPlan,
-    SummaryRecord as SummaryRecord,
-)
-from ._thread_compaction import (
-    THREAD_COMPACTIONS_NAMESPACE as THREAD_COMPACTIONS_NAMESPACE,
-    PersistedSummary as PersistedSummary,
-    ThreadCompaction as ThreadCompaction,
-    thread_compactions as thread_compactions,
-)
 from ._tokens import (
     EstimatorStats as EstimatorStats,
     HeuristicCounter as HeuristicCounter,
@@ -363,13 +310,6 @@ from ._tools import (
     ToolResult as ToolResult,
     tool as tool,
 )
-from ._trim import (
-    KeepFirstAndLast as KeepFirstAndLast,
-    KeepLast as KeepLast,
-    MaxTokens as MaxTokens,
-    TrimStrategy as TrimStrategy,
-    trim_messages as trim_messages,
-)
 from ._usage import (
     Usage as Usage,
     UsageRecord as UsageRecord,
@@ -383,6 +323,56 @@ from ._window import (
 )
 from .mcp import (
     MCPServer as MCPServer,
+)
+from .memory import (
+    COMPACTED_TAG as COMPACTED_TAG,
+    PARTIAL_TAG as PARTIAL_TAG,
+    SUMMARY_HEADER as SUMMARY_HEADER,
+    SUMMARY_TAG as SUMMARY_TAG,
+    THREAD_COMPACTIONS_NAMESPACE as THREAD_COMPACTIONS_NAMESPACE,
+    TOOL_OUTPUT_NAMESPACE as TOOL_OUTPUT_NAMESPACE,
+    ChatHistory as ChatHistory,
+    CompactToolOutputs as CompactToolOutputs,
+    CompressionProvenance as CompressionProvenance,
+    ConcatSummarizer as ConcatSummarizer,
+    ContextPressureChain as ContextPressureChain,
+    ContextProvider as ContextProvider,
+    ContextProvidersMiddleware as ContextProvidersMiddleware,
+    ContextTransform as ContextTransform,
+    DropRetrieved as DropRetrieved,
+    InMemoryChatHistory as InMemoryChatHistory,
+    KeepFirstAndLast as KeepFirstAndLast,
+    KeepLast as KeepLast,
+    LongTermMemory as LongTermMemory,
+    LongTermMemoryMiddleware as LongTermMemoryMiddleware,
+    MaxTokens as MaxTokens,
+    MemoryMiddleware as MemoryMiddleware,
+    MemoryRecord as MemoryRecord,
+    MemoryScope as MemoryScope,
+    ModelSummarizer as ModelSummarizer,
+    PersistedSummary as PersistedSummary,
+    PressurePolicy as PressurePolicy,
+    PressureResult as PressureResult,
+    SessionState as SessionState,
+    ShortTermMemory as ShortTermMemory,
+    StoreChatHistory as StoreChatHistory,
+    SummarizationMiddleware as SummarizationMiddleware,
+    SummarizationPolicy as SummarizationPolicy,
+    SummarizeOldMessages as SummarizeOldMessages,
+    Summarizer as Summarizer,
+    SummaryPlan as SummaryPlan,
+    SummaryRecord as SummaryRecord,
+    ThreadCompaction as ThreadCompaction,
+    TrimOldMessages as TrimOldMessages,
+    TrimStrategy as TrimStrategy,
+    compose_transforms as compose_transforms,
+    default_policies as default_policies,
+    get_state as get_state,
+    load_tool_output as load_tool_output,
+    set_state as set_state,
+    thread_compactions as thread_compactions,
+    trim_messages as trim_messages,
+    update_state as update_state,
 )
 from .observability import (
     DEFAULT_PATTERNS as DEFAULT_PATTERNS,

@@ -15,8 +15,8 @@ from ._messages import Message, ToolCall, stable_prefix_len
 from ._middleware import Middleware
 from ._model import ModelRequest, ModelResponse
 from ._tokens import TokenEstimator
-from ._trim import TrimStrategy, trim_messages
 from ._usage import Usage
+from .memory import TrimStrategy, trim_messages
 
 if TYPE_CHECKING:
     from ._context import RunContext

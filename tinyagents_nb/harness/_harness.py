@@ -20,7 +20,6 @@ from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, Us
 from ._middleware import Middleware, MiddlewareStack
 from ._middleware_events import trace_hook
 from ._model import ChatModel, ModelRequest, ToolSchema
-from ._pressure import ContextPressureChain
 from ._profile import ModelProfile
 from ._providers import resolve_model
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
@@ -34,6 +33,7 @@ from ._tokens import TokenEstimator
 from ._tool_registry import ToolProvider, ToolRegistry
 from ._tools import Tool
 from ._window import ContextWindow
+from .memory import ContextPressureChain
 from .stores import ResponseCache
 
 __all__ = ["AgentHarness", "AgentInput", "AgentStream", "RunPolicy"]

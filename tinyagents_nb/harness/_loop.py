@@ -63,7 +63,6 @@ from ._messages import (
     ToolMessage,
 )
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
-from ._reactive import call_compacting
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._selection import eligible_models, refit_for, with_resolved
@@ -72,6 +71,7 @@ from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
 from ._tool_progress import bind_reporter, unbind_reporter
 from ._tools import Tool, ToolResult
+from .memory import call_compacting
 from .stores import ResponseCache, cache_key
 
 if TYPE_CHECKING:

@@ -20,14 +20,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ._context import RunContext
-from ._errors import ConfigurationError
-from ._messages import RETRIEVED_TAG, Message, SystemMessage, UserMessage
-from ._middleware import Middleware
-from ._tools import FunctionTool, tool
+from .._context import RunContext
+from .._errors import ConfigurationError
+from .._messages import RETRIEVED_TAG, Message, SystemMessage, UserMessage
+from .._middleware import Middleware
+from .._tools import FunctionTool, tool
 
 if TYPE_CHECKING:
-    from .stores import Store
+    from ..stores import Store
 
 __all__ = ["LongTermMemory", "LongTermMemoryMiddleware", "MemoryRecord", "MemoryScope"]
 

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from pydantic import ValidationError
 
-from ._errors import ConfigurationError, StoreError
-from ._events import MemoryLoaded, MemorySaved
-from ._ids import ThreadId
-from ._messages import (
+from .._errors import ConfigurationError, StoreError
+from .._events import MemoryLoaded, MemorySaved
+from .._ids import ThreadId
+from .._messages import (
     RETRIEVED_TAG,
     AssistantMessage,
     Message,
@@ -38,14 +38,14 @@ from ._messages import (
     dump_messages,
     load_messages,
 )
-from ._middleware import Middleware
+from .._middleware import Middleware
+from ..stores._stores import JsonValue, Store, _StoreBase
 from ._thread_compaction import ThreadCompaction, is_summary
 from ._trim import KeepFirstAndLast, KeepLast, MaxTokens, TrimStrategy, trim_messages
-from .stores._stores import JsonValue, Store, _StoreBase
 
 if TYPE_CHECKING:
-    from ._context import RunContext
-    from ._run import AgentRun
+    from .._context import RunContext
+    from .._run import AgentRun
 
 __all__ = [
     "PARTIAL_TAG",

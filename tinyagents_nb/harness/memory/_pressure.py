@@ -24,9 +24,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol, TypeAlias, runtime_checkable
 
-from ._errors import ConfigurationError, ContextLimitError, describe_error
-from ._events import ContextPressure
-from ._messages import (
+from .._errors import ConfigurationError, ContextLimitError, describe_error
+from .._events import ContextPressure
+from .._messages import (
     RETRIEVED_TAG,
     AssistantMessage,
     Message,
@@ -37,8 +37,9 @@ from ._messages import (
     load_messages,
     stable_prefix_len,
 )
-from ._middleware import Middleware
-from ._model import ModelRequest
+from .._middleware import Middleware
+from .._model import ModelRequest
+from .._tokens import TokenEstimator
 from ._summarization import (
     _UNRECOVERABLE,
     CompressionProvenance,
@@ -52,12 +53,11 @@ from ._summarization import (
     _is_summary,
     plan_summary,
 )
-from ._tokens import TokenEstimator
 
 if TYPE_CHECKING:
-    from ._context import RunContext
-    from ._window import ContextWindow
-    from .stores import Store
+    from .._context import RunContext
+    from .._window import ContextWindow
+    from ..stores import Store
 
 __all__ = [
     "COMPACTED_TAG",

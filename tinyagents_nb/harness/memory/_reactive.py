@@ -16,17 +16,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._errors import ContextLimitError
-from ._events import ContextPressure
+from .._errors import ContextLimitError
+from .._events import ContextPressure
+from .._tokens import TokenEstimator
+from .._window import ContextWindow
 from ._pressure import ContextPressureChain
-from ._tokens import TokenEstimator
-from ._window import ContextWindow
 
 if TYPE_CHECKING:
-    from ._context import RunContext
-    from ._harness import AgentHarness
-    from ._loop import RunLoop
-    from ._model import ModelRequest, ModelResponse
+    from .._context import RunContext
+    from .._harness import AgentHarness
+    from .._loop import RunLoop
+    from .._model import ModelRequest, ModelResponse
 
 __all__: list[str] = []
 

@@ -23,9 +23,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
-from ._errors import Cancelled, ConfigurationError, LimitExceeded, ProviderError, describe_error
-from ._events import ContextPressure
-from ._messages import (
+from .._errors import Cancelled, ConfigurationError, LimitExceeded, ProviderError, describe_error
+from .._events import ContextPressure
+from .._messages import (
     RETRIEVED_TAG,
     SUMMARY_TAG,
     AssistantMessage,
@@ -35,14 +35,14 @@ from ._messages import (
     UserMessage,
     stable_prefix_len,
 )
-from ._middleware import Middleware
-from ._model import ChatModel, ModelRequest
-from ._profile import ModelProfile
-from ._tokens import TokenEstimator
+from .._middleware import Middleware
+from .._model import ChatModel, ModelRequest
+from .._profile import ModelProfile
+from .._tokens import TokenEstimator
 from ._trim import trim_units
 
 if TYPE_CHECKING:
-    from ._context import RunContext
+    from .._context import RunContext
 
 __all__ = [
     "SUMMARY_HEADER",

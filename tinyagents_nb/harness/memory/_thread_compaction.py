@@ -18,9 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._errors import ConfigurationError
-from ._events import ContextPressure
-from ._messages import Message, SystemMessage, dump_messages, load_messages
+from .._errors import ConfigurationError
+from .._events import ContextPressure
+from .._messages import Message, SystemMessage, dump_messages, load_messages
+from .._tokens import TokenEstimator
 from ._summarization import (
     SUMMARY_TAG,
     ConcatSummarizer,
@@ -32,11 +33,10 @@ from ._summarization import (
     summarizer_name,
     summary_message,
 )
-from ._tokens import TokenEstimator
 
 if TYPE_CHECKING:
-    from ._context import RunContext
-    from .stores import Store
+    from .._context import RunContext
+    from ..stores import Store
 
 __all__ = ["THREAD_COMPACTIONS_NAMESPACE", "PersistedSummary", "ThreadCompaction", "thread_compactions"]
 

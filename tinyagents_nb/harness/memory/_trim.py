@@ -20,9 +20,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
 
-from ._errors import ConfigurationError
-from ._messages import REPAIR_TAG, RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
-from ._tokens import TokenEstimator
+from .._errors import ConfigurationError
+from .._messages import REPAIR_TAG, RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from .._tokens import TokenEstimator
 
 __all__ = ["KeepFirstAndLast", "KeepLast", "MaxTokens", "TrimStrategy", "trim_messages"]
 
