@@ -50,7 +50,8 @@ from tinyagents_nb.harness._model import (
 )
 from tinyagents_nb.harness._profile import ModelProfile
 from tinyagents_nb.harness._sink import EventSink
-from tinyagents_nb.harness._testkit import (
+from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.testkit import (
     DeterministicClock,
     DeterministicIds,
     EchoModel,
@@ -62,7 +63,6 @@ from tinyagents_nb.harness._testkit import (
     StreamingMock,
     Trajectory,
 )
-from tinyagents_nb.harness._usage import Usage
 
 pytestmark = pytest.mark.anyio
 

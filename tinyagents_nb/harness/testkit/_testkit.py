@@ -20,18 +20,18 @@ from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
 import anyio
 
-from ._errors import ConfigurationError
-from ._events import AgentEvent
-from ._ids import CallId, RunId
-from ._model import ToolSchema
-from ._sink import EventSink
+from .._errors import ConfigurationError
+from .._events import AgentEvent
+from .._ids import CallId, RunId
+from .._model import ToolSchema
+from .._sink import EventSink
 from ._testkit_models import EchoModel, FunctionModel, ScriptedModel, SlowModel, StreamingMock, _check_name
 
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from ._context import RunContext
-    from ._tools import ToolResult
+    from .._context import RunContext
+    from .._tools import ToolResult
 
 __all__ = [
     "DeterministicClock",
@@ -121,7 +121,7 @@ class FakeTool:
         return self._timeout_s
 
     async def call(self, ctx: RunContext[Any], arguments: Mapping[str, Any]) -> ToolResult:
-        from ._tools import ToolResult
+        from .._tools import ToolResult
 
         index = len(self.calls)
         self.calls.append(arguments)

@@ -20,12 +20,12 @@ from typing import Any, Final
 
 import anyio
 
-from ._clock import IdSource
-from ._errors import ConfigurationError, ProviderError
-from ._messages import AssistantMessage, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta, UserMessage
-from ._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamBlock, StreamFinish, StreamUsage
-from ._profile import ModelProfile
-from ._usage import Usage
+from .._clock import IdSource
+from .._errors import ConfigurationError, ProviderError
+from .._messages import AssistantMessage, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta, UserMessage
+from .._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamBlock, StreamFinish, StreamUsage
+from .._profile import ModelProfile
+from .._usage import Usage
 
 __all__ = ["EchoModel", "FunctionModel", "ScriptedModel", "SlowModel", "StreamingMock"]
 
