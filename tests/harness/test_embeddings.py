@@ -27,9 +27,9 @@ from tinyagents_nb.harness._errors import (
     ToolArgumentsError,
 )
 from tinyagents_nb.harness._messages import RETRIEVED_TAG, SystemMessage, UserMessage
-from tinyagents_nb.harness._providers import ProviderSpec
 from tinyagents_nb.harness._retry import RetryPolicy
 from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.providers import ProviderSpec
 from tinyagents_nb.harness.retrieval import (
     Document,
     EmbeddingModel,

@@ -27,10 +27,10 @@ from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._limits import RunLimits
 from tinyagents_nb.harness._messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
 from tinyagents_nb.harness._model import ModelResponse
-from tinyagents_nb.harness._profile import ModelProfile
 from tinyagents_nb.harness._retry import FallbackPolicy, RetryPolicy
 from tinyagents_nb.harness._tools import tool
 from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.providers import ModelProfile
 from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import EventRecorder, FakeTool, ScriptedModel, SlowModel, StreamingMock, Trajectory
 

@@ -14,12 +14,12 @@ from tests.harness.replay_server import ReplayServer, chat_completion, sse_text_
 from tinyagents_nb.harness._context import RunContext
 from tinyagents_nb.harness._events import AgentEvent, ModelDelta
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._loop_clients import PerLoopClients
 from tinyagents_nb.harness._messages import TextDelta, UserMessage
 from tinyagents_nb.harness._model import ModelRequest
-from tinyagents_nb.harness._openai import OpenAIChatModel
 from tinyagents_nb.harness._retry import RetryPolicy
 from tinyagents_nb.harness._run import AgentRun
+from tinyagents_nb.harness.providers import OpenAIChatModel
+from tinyagents_nb.harness.providers._loop_clients import PerLoopClients
 
 KEY = "sk-loops-SECRET-0123456789abcdef"
 RETRYING = RetryPolicy(max_attempts=4, initial_backoff_s=0.001, max_backoff_s=0.002)

@@ -51,12 +51,12 @@ from tinyagents_nb.harness._model import (
     StreamUsage,
     ToolSchema,
 )
-from tinyagents_nb.harness._openai import OpenAIChatModel, _connect_hint
-from tinyagents_nb.harness._openai_errors import parse_retry_after, scrub
-from tinyagents_nb.harness._openai_wire import normalize_usage
-from tinyagents_nb.harness._providers import ProviderSpec
-from tinyagents_nb.harness._sse import SSEDecoder, SSEEvent
 from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.providers import ProviderSpec
+from tinyagents_nb.harness.providers._openai import OpenAIChatModel, _connect_hint
+from tinyagents_nb.harness.providers._openai_errors import parse_retry_after, scrub
+from tinyagents_nb.harness.providers._openai_wire import normalize_usage
+from tinyagents_nb.harness.providers._sse import SSEDecoder, SSEEvent
 
 pytestmark = pytest.mark.anyio
 
@@ -690,7 +690,7 @@ def test_bad_constructor_input(kwargs: dict[str, Any]) -> None:
 
 
 def test_profile_is_lazy_and_overridable() -> None:
-    from tinyagents_nb.harness._profile import ModelProfile
+    from tinyagents_nb.harness.providers import ModelProfile
 
     model = OpenAIChatModel("gpt-4o", api_key=KEY)
     assert model.profile.structured_output == "native"
@@ -730,7 +730,7 @@ async def test_supplied_http_client_is_used_and_left_open(replay_server: ReplayS
 
 def test_import_does_not_load_httpx() -> None:
     code = (
-        "import sys; import tinyagents_nb.harness._openai, tinyagents_nb.harness._providers; "
+        "import sys; import tinyagents_nb.harness.providers._openai, tinyagents_nb.harness.providers._registry; "
         "bad = [m for m in ('httpx', 'httpcore', 'genai_prices') if m in sys.modules]; print(bad)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

@@ -17,11 +17,10 @@ from tinyagents_nb.harness._events import event_to_dict
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._messages import TextDelta, UserMessage
 from tinyagents_nb.harness._model import ModelRequest, ModelStreamItem
-from tinyagents_nb.harness._openai import OpenAIChatModel
-from tinyagents_nb.harness._openai_errors import error_from_payload, scrub, scrub_value
-from tinyagents_nb.harness._providers import ProviderSpec
 from tinyagents_nb.harness._retry import RetryPolicy
 from tinyagents_nb.harness.observability import JournalSink, JsonlSink, SQLiteEventJournal
+from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
+from tinyagents_nb.harness.providers._openai_errors import error_from_payload, scrub, scrub_value
 
 pytestmark = pytest.mark.anyio
 

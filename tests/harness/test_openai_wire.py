@@ -10,8 +10,7 @@ from tests.harness.replay_server import ReplayServer, chat_completion, chunk, ss
 from tinyagents_nb.harness._errors import ConfigurationError
 from tinyagents_nb.harness._messages import TextDelta, ThinkingDelta, UserMessage
 from tinyagents_nb.harness._model import ModelRequest, ModelStreamItem, StreamAccumulator, StreamUsage
-from tinyagents_nb.harness._openai import OpenAIChatModel
-from tinyagents_nb.harness._providers import ProviderSpec
+from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
 
 pytestmark = pytest.mark.anyio
 

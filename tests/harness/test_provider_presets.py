@@ -12,9 +12,8 @@ from tinyagents_nb.harness._cost import CostTracker
 from tinyagents_nb.harness._errors import ConfigurationError
 from tinyagents_nb.harness._messages import UserMessage
 from tinyagents_nb.harness._model import ModelRequest, StreamUsage
-from tinyagents_nb.harness._openai import OpenAIChatModel
-from tinyagents_nb.harness._openai_wire import normalize_usage
-from tinyagents_nb.harness._providers import ProviderSpec, resolve_model
+from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec, resolve_model
+from tinyagents_nb.harness.providers._openai_wire import normalize_usage
 
 pytestmark = pytest.mark.anyio
 
@@ -61,7 +60,7 @@ async def test_gemini_stream_usage_bills_hidden_thinking(replay_server: ReplaySe
 
 
 def test_gemini_profile_has_native_schemas_and_thinking() -> None:
-    from tinyagents_nb.harness._profile import profile_for
+    from tinyagents_nb.harness.providers import profile_for
 
     assert profile_for("gemini", "gemini-2.5-flash").structured_output == "native"
     assert profile_for("gemini", "gemini-2.5-flash").supports_reasoning

@@ -10,10 +10,10 @@ from tests.harness.replay_server import ReplayServer, chat_completion
 from tinyagents_nb.harness._errors import ConfigurationError, ModelNotFound
 from tinyagents_nb.harness._messages import AssistantMessage, UserMessage
 from tinyagents_nb.harness._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamFinish
-from tinyagents_nb.harness._openai import OpenAIChatModel
-from tinyagents_nb.harness._profile import ModelProfile
-from tinyagents_nb.harness._providers import (
+from tinyagents_nb.harness.providers import (
+    ModelProfile,
     ModelRegistry,
+    OpenAIChatModel,
     ProviderSpec,
     known_providers,
     profile_for,

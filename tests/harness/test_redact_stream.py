@@ -15,9 +15,9 @@ from tinyagents_nb.harness._context import RunContext
 from tinyagents_nb.harness._events import AgentEvent, CacheHit, ModelCompleted, ModelDelta, event_to_dict
 from tinyagents_nb.harness._harness import AgentHarness
 from tinyagents_nb.harness._messages import TextDelta, ThinkingDelta, ToolCallDelta
-from tinyagents_nb.harness._openai import OpenAIChatModel
 from tinyagents_nb.harness.observability import JournalSink, RedactingSink, SQLiteEventJournal
 from tinyagents_nb.harness.observability._redact_stream import merge_spans
+from tinyagents_nb.harness.providers import OpenAIChatModel
 
 pytestmark = pytest.mark.anyio
 

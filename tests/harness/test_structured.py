@@ -12,7 +12,6 @@ from typing_extensions import TypedDict  # pydantic needs it for TypedDicts on P
 from tinyagents_nb.harness._errors import ConfigurationError, StructuredOutputError
 from tinyagents_nb.harness._messages import AssistantMessage, SystemMessage, ToolCall, UserMessage
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
-from tinyagents_nb.harness._profile import ModelProfile
 from tinyagents_nb.harness._structured import (
     OutputSpec,
     StructuredOutput,
@@ -24,6 +23,7 @@ from tinyagents_nb.harness._structured import (
     schema_errors,
     strategy_for_profile,
 )
+from tinyagents_nb.harness.providers import ModelProfile
 
 
 class City(BaseModel):

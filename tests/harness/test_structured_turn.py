@@ -11,8 +11,8 @@ from tinyagents_nb.harness._events import StructuredRepair
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._limits import RunLimits
 from tinyagents_nb.harness._messages import REPAIR_TAG, AssistantMessage, ToolCall, ToolMessage, UserMessage
-from tinyagents_nb.harness._profile import ModelProfile
 from tinyagents_nb.harness._tools import tool
+from tinyagents_nb.harness.providers import ModelProfile
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

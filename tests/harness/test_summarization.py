@@ -18,7 +18,6 @@ from tinyagents_nb.harness._messages import (
     UserMessage,
 )
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse
-from tinyagents_nb.harness._profile import ModelProfile
 from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
 from tinyagents_nb.harness._usage import Usage
 from tinyagents_nb.harness.memory import (
@@ -33,6 +32,7 @@ from tinyagents_nb.harness.memory import (
     SummaryPlan,
     SummaryRecord,
 )
+from tinyagents_nb.harness.providers import ModelProfile
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 

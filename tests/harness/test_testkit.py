@@ -48,9 +48,9 @@ from tinyagents_nb.harness._model import (
     StreamUsage,
     collect_stream,
 )
-from tinyagents_nb.harness._profile import ModelProfile
 from tinyagents_nb.harness._sink import EventSink
 from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.providers import ModelProfile
 from tinyagents_nb.harness.testkit import (
     DeterministicClock,
     DeterministicIds,

@@ -203,13 +203,6 @@ from ._model import (
     ToolSchema as ToolSchema,
     collect_stream as collect_stream,
 )
-from ._openai import (
-    OpenAIChatModel as OpenAIChatModel,
-)
-from ._profile import (
-    ModelProfile as ModelProfile,
-    StructuredOutputSupport as StructuredOutputSupport,
-)
 from ._prompt import (
     MessagesTemplate as MessagesTemplate,
     PromptBuilder as PromptBuilder,
@@ -218,13 +211,6 @@ from ._prompt import (
     PromptTemplate as PromptTemplate,
     SegmentKind as SegmentKind,
     TemplateRole as TemplateRole,
-)
-from ._providers import (
-    ModelRegistry as ModelRegistry,
-    ProviderSpec as ProviderSpec,
-    known_providers as known_providers,
-    profile_for as profile_for,
-    resolve_model as resolve_model,
 )
 from ._retry import (
     FallbackPolicy as FallbackPolicy,
@@ -399,6 +385,14 @@ from .observability import (
 )
 from .providers import (
     AnthropicModel as AnthropicModel,
+    ModelProfile as ModelProfile,
+    ModelRegistry as ModelRegistry,
+    OpenAIChatModel as OpenAIChatModel,
+    ProviderSpec as ProviderSpec,
+    StructuredOutputSupport as StructuredOutputSupport,
+    known_providers as known_providers,
+    profile_for as profile_for,
+    resolve_model as resolve_model,
 )
 from .retrieval import (
     Document as Document,

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from ._errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from ._profile import ModelProfile
+    from .providers import ModelProfile
 
 __all__ = ["CapabilitySet", "ModelHint", "ModelResolutionSource", "ModelSelection", "ResolvedModel"]
 

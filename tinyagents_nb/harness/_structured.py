@@ -25,7 +25,7 @@ from pydantic import PydanticUserError, TypeAdapter, ValidationError
 from ._errors import ConfigurationError, StructuredOutputError
 from ._messages import Message, SystemMessage, ToolCall
 from ._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
-from ._profile import ModelProfile
+from .providers import ModelProfile
 
 __all__ = [
     "OutputSpec",

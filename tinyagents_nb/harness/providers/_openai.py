@@ -34,13 +34,13 @@ from collections.abc import AsyncGenerator, Mapping
 from types import ModuleType, TracebackType
 from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
-from ._errors import ConfigurationError, ProviderError, TinyAgentsError
+from .._errors import ConfigurationError, ProviderError, TinyAgentsError
+from .._model import ModelRequest, ModelResponse, ModelStreamItem
 from ._loop_clients import PerLoopClients
-from ._model import ModelRequest, ModelResponse, ModelStreamItem
 from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
 from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
 from ._profile import ModelProfile
-from ._providers import ProviderSpec, profile_for
+from ._registry import ProviderSpec, profile_for
 from ._sse import SSEDecoder
 
 if TYPE_CHECKING:

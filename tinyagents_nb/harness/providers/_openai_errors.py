@@ -16,8 +16,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Final, NamedTuple
 
-from ._errors import ContextLimitError, ModelNotFound, ProviderError, TinyAgentsError
-from ._providers import ProviderSpec
+from .._errors import ContextLimitError, ModelNotFound, ProviderError, TinyAgentsError
+from ._registry import ProviderSpec
 
 __all__ = ["error_from_payload", "error_from_status", "malformed", "parse_retry_after", "scrub", "scrub_value"]
 

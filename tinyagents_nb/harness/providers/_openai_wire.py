@@ -13,8 +13,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ._errors import TinyAgentsError
-from ._messages import (
+from .._errors import TinyAgentsError
+from .._messages import (
     AssistantMessage,
     ImageRef,
     JsonBlock,
@@ -28,11 +28,11 @@ from ._messages import (
     ToolMessage,
     UserMessage,
 )
-from ._model import ModelRequest, ModelResponse, ModelStreamItem, ResponseFormat, StreamFinish, StreamUsage, ToolSchema
+from .._model import ModelRequest, ModelResponse, ModelStreamItem, ResponseFormat, StreamFinish, StreamUsage, ToolSchema
+from .._usage import Usage
 from ._openai_errors import error_from_payload, malformed
-from ._providers import ProviderSpec
+from ._registry import ProviderSpec
 from ._sse import SSEEvent
-from ._usage import Usage
 
 __all__ = [
     "ChunkParser",

@@ -20,14 +20,11 @@ import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
-from ._errors import ConfigurationError, ModelNotFound
-from ._model import ChatModel
+from .._errors import ConfigurationError, ModelNotFound
+from .._model import ChatModel
 from ._profile import ModelProfile, profile_for
-
-if TYPE_CHECKING:
-    from ._openai import OpenAIChatModel
 
 __all__ = [
     "ModelFactory",
@@ -37,6 +34,7 @@ __all__ = [
     "known_providers",
     "profile_for",
     "register_native_builder",
+    "register_wire_builder",
     "resolve_model",
 ]
 
@@ -47,6 +45,7 @@ NativeBuilder: TypeAlias = Callable[..., ChatModel]
 """Builds a provider's native model: ``builder(model_id, **kwargs)``."""
 
 _NATIVE: dict[str, NativeBuilder] = {}
+_WIRE: NativeBuilder | None = None
 
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]*")
 _OPENAI_NAME_RE: Final = re.compile(r"(?:ft:)?(?:gpt-|chatgpt-|o[1-9](?:-|$))", re.IGNORECASE)
@@ -520,12 +519,24 @@ def resolve_model(spec: str | ChatModel, *, registry: ModelRegistry | None = Non
         )
         raise ModelNotFound(spec, hint=hint, detail=detail)
     provider, model = parsed
+    if "provider" in kwargs:
+        raise ConfigurationError("the provider comes from the model spec; do not also pass provider=")
     native = _NATIVE.get(provider.name)
     if native is not None:
-        if "provider" in kwargs:
-            raise ConfigurationError("the provider comes from the model spec; do not also pass provider=")
         return native(model, **kwargs)
-    return _build_openai(model, provider, kwargs)
+    if _WIRE is None:
+        raise ConfigurationError("no Chat Completions adapter is registered (import tinyagents_nb.harness.providers)")
+    return _WIRE(model, provider=provider, **kwargs)
+
+
+def register_wire_builder(builder: NativeBuilder) -> None:
+    """Set the adapter that ``"provider:model"`` builds for providers without a native one.
+
+    The registry describes providers; the OpenAI-compatible adapter builds on it and registers
+    itself here when the providers package loads, so neither module imports the other both ways.
+    """
+    global _WIRE
+    _WIRE = builder
 
 
 def register_native_builder(provider: str, builder: NativeBuilder) -> None:
@@ -534,11 +545,3 @@ def register_native_builder(provider: str, builder: NativeBuilder) -> None:
     Native adapter packages call this when imported (``tinyagents_nb.harness`` imports them all).
     """
     _NATIVE[provider] = builder
-
-
-def _build_openai(model: str, provider: ProviderSpec, kwargs: dict[str, Any]) -> OpenAIChatModel:
-    from ._openai import OpenAIChatModel  # the adapter imports this module; import it only when needed
-
-    if "provider" in kwargs:
-        raise ConfigurationError("the provider comes from the model spec; do not also pass provider=")
-    return OpenAIChatModel(model, provider=provider, **kwargs)

@@ -33,11 +33,10 @@ from pydantic import Field
 from .._errors import ConfigurationError, ProviderError
 from .._json import freeze_json_object
 from .._messages import RETRIEVED_TAG, UserMessage
-from .._openai import OpenAIChatModel
-from .._openai_errors import malformed
-from .._providers import ProviderSpec
 from .._retry import RetryPolicy, call_with_retry
 from .._usage import Usage
+from ..providers import OpenAIChatModel, ProviderSpec
+from ..providers._openai_errors import malformed
 from ._vectors import Document, InMemoryVectorStore, ScoredDocument, VectorStore
 
 if TYPE_CHECKING:
