@@ -123,13 +123,10 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
     "providers": [
         "AnthropicModel",
         "CacheTTL",
-        "ModelProfile",
         "ModelRegistry",
         "OpenAIChatModel",
         "ProviderSpec",
-        "StructuredOutputSupport",
         "known_providers",
-        "profile_for",
         "resolve_model",
     ],
     "retrieval": [

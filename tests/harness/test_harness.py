@@ -11,6 +11,7 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
+from tinyagents_nb.harness import ModelProfile
 from tinyagents_nb.harness._cancel import CancellationToken
 from tinyagents_nb.harness._context import RunConfig, RunContext
 from tinyagents_nb.harness._errors import (
@@ -30,7 +31,6 @@ from tinyagents_nb.harness._model import ModelResponse
 from tinyagents_nb.harness._retry import FallbackPolicy, RetryPolicy
 from tinyagents_nb.harness._tools import tool
 from tinyagents_nb.harness._usage import Usage
-from tinyagents_nb.harness.providers import ModelProfile
 from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import EventRecorder, FakeTool, ScriptedModel, SlowModel, StreamingMock, Trajectory
 

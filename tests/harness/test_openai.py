@@ -690,7 +690,7 @@ def test_bad_constructor_input(kwargs: dict[str, Any]) -> None:
 
 
 def test_profile_is_lazy_and_overridable() -> None:
-    from tinyagents_nb.harness.providers import ModelProfile
+    from tinyagents_nb.harness import ModelProfile
 
     model = OpenAIChatModel("gpt-4o", api_key=KEY)
     assert model.profile.structured_output == "native"

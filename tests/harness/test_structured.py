@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 from pydantic import BaseModel
 from typing_extensions import TypedDict  # pydantic needs it for TypedDicts on Python < 3.12
 
+from tinyagents_nb.harness import ModelProfile
 from tinyagents_nb.harness._errors import ConfigurationError, StructuredOutputError
 from tinyagents_nb.harness._messages import AssistantMessage, SystemMessage, ToolCall, UserMessage
 from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
@@ -23,7 +24,6 @@ from tinyagents_nb.harness._structured import (
     schema_errors,
     strategy_for_profile,
 )
-from tinyagents_nb.harness.providers import ModelProfile
 
 
 class City(BaseModel):

@@ -5,6 +5,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from tinyagents_nb.harness import ModelProfile
 from tinyagents_nb.harness._context import RunContext
 from tinyagents_nb.harness._errors import ConfigurationError, ProviderError
 from tinyagents_nb.harness._events import ContextPressure
@@ -32,7 +33,6 @@ from tinyagents_nb.harness.memory import (
     SummaryPlan,
     SummaryRecord,
 )
-from tinyagents_nb.harness.providers import ModelProfile
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 

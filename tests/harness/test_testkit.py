@@ -10,6 +10,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
+from tinyagents_nb.harness import ModelProfile
 from tinyagents_nb.harness._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from tinyagents_nb.harness._context import RunConfig, RunContext
 from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError, ProviderError
@@ -50,7 +51,6 @@ from tinyagents_nb.harness._model import (
 )
 from tinyagents_nb.harness._sink import EventSink
 from tinyagents_nb.harness._usage import Usage
-from tinyagents_nb.harness.providers import ModelProfile
 from tinyagents_nb.harness.testkit import (
     DeterministicClock,
     DeterministicIds,

@@ -203,6 +203,11 @@ from ._model import (
     ToolSchema as ToolSchema,
     collect_stream as collect_stream,
 )
+from ._profile import (
+    ModelProfile as ModelProfile,
+    StructuredOutputSupport as StructuredOutputSupport,
+    profile_for as profile_for,
+)
 from ._prompt import (
     MessagesTemplate as MessagesTemplate,
     PromptBuilder as PromptBuilder,
@@ -385,13 +390,10 @@ from .observability import (
 )
 from .providers import (
     AnthropicModel as AnthropicModel,
-    ModelProfile as ModelProfile,
     ModelRegistry as ModelRegistry,
     OpenAIChatModel as OpenAIChatModel,
     ProviderSpec as ProviderSpec,
-    StructuredOutputSupport as StructuredOutputSupport,
     known_providers as known_providers,
-    profile_for as profile_for,
     resolve_model as resolve_model,
 )
 from .retrieval import (

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from ._errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from .providers import ModelProfile
+    from ._profile import ModelProfile
 
 __all__ = ["CapabilitySet", "ModelHint", "ModelResolutionSource", "ModelSelection", "ResolvedModel"]
 

@@ -20,6 +20,7 @@ from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, Us
 from ._middleware import Middleware, MiddlewareStack
 from ._middleware_events import trace_hook
 from ._model import ChatModel, ModelRequest, ToolSchema
+from ._profile import ModelProfile
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
 from ._run_sync import run_blocking as _run_blocking
@@ -32,7 +33,7 @@ from ._tool_registry import ToolProvider, ToolRegistry
 from ._tools import Tool
 from ._window import ContextWindow
 from .memory import ContextPressureChain
-from .providers import ModelProfile, resolve_model
+from .providers import resolve_model
 from .stores import ResponseCache
 
 __all__ = ["AgentHarness", "AgentInput", "AgentStream", "RunPolicy"]

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Final, Literal, Protocol
 
-from .._errors import ConfigurationError, ModelNotFound
+from ._errors import ConfigurationError, ModelNotFound
 
 __all__ = ["ModelProfile", "StructuredOutputSupport", "claude_facts", "profile_for"]
 
@@ -107,7 +107,7 @@ def profile_for(provider: str | _Named, model: str) -> ModelProfile:
     capabilities come from the model name. Register an explicit profile for anything this guesses
     wrong.
     """
-    from .._window import context_window_for  # lazy: the size data loads genai-prices
+    from ._window import context_window_for  # lazy: the size data loads genai-prices
 
     provider_name = provider if isinstance(provider, str) else provider.name
     given: object = model

@@ -25,7 +25,7 @@ from pydantic import PydanticUserError, TypeAdapter, ValidationError
 from ._errors import ConfigurationError, StructuredOutputError
 from ._messages import Message, SystemMessage, ToolCall
 from ._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
-from .providers import ModelProfile
+from ._profile import ModelProfile
 
 __all__ = [
     "OutputSpec",

@@ -37,8 +37,8 @@ from .._messages import (
 )
 from .._middleware import Middleware
 from .._model import ChatModel, ModelRequest
+from .._profile import ModelProfile
 from .._tokens import TokenEstimator
-from ..providers import ModelProfile
 from ._trim import trim_units
 
 if TYPE_CHECKING:

@@ -4,7 +4,6 @@
 ``AnthropicModel`` speaks Anthropic's Messages API (prompt caching, extended thinking, native JSON
 output). ``ProviderSpec`` describes an endpoint; ``resolve_model("provider:model")`` builds the right
 adapter (``"anthropic:..."`` the native one, ``"anthropic-compat:..."`` Chat Completions);
-``ModelProfile``/``profile_for`` say what a model supports.
 """
 
 from __future__ import annotations
@@ -12,15 +11,10 @@ from __future__ import annotations
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._anthropic_wire import CacheTTL as CacheTTL
 from ._openai import OpenAIChatModel as OpenAIChatModel
-from ._profile import (
-    ModelProfile as ModelProfile,
-    StructuredOutputSupport as StructuredOutputSupport,
-)
 from ._registry import (
     ModelRegistry as ModelRegistry,
     ProviderSpec as ProviderSpec,
     known_providers as known_providers,
-    profile_for as profile_for,
     register_native_builder as _register_native_builder,
     register_wire_builder as _register_wire_builder,
     resolve_model as resolve_model,
@@ -29,13 +23,10 @@ from ._registry import (
 __all__ = [
     "AnthropicModel",
     "CacheTTL",
-    "ModelProfile",
     "ModelRegistry",
     "OpenAIChatModel",
     "ProviderSpec",
-    "StructuredOutputSupport",
     "known_providers",
-    "profile_for",
     "resolve_model",
 ]
 

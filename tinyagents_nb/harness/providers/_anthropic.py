@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any, Final, Self, get_args
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
+from .._profile import ModelProfile
 from ._anthropic_stream import EventParser
 from ._anthropic_wire import CacheTTL, WireOptions, build_body, parse_message, tools_payload
 from ._http import LoopClients, Sealed, check_url, httpx_module, public_url
 from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
-from ._profile import ModelProfile
 from ._registry import ProviderSpec, profile_for
 from ._sse import SSEDecoder
 

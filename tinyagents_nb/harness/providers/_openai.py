@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
+from .._profile import ModelProfile
 from ._loop_clients import PerLoopClients
 from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
 from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
-from ._profile import ModelProfile
 from ._registry import ProviderSpec, profile_for
 from ._sse import SSEDecoder
 

@@ -24,7 +24,7 @@ from typing import Any, Final, TypeAlias
 
 from .._errors import ConfigurationError, ModelNotFound
 from .._model import ChatModel
-from ._profile import ModelProfile, profile_for
+from .._profile import ModelProfile, profile_for
 
 __all__ = [
     "ModelFactory",

@@ -24,8 +24,8 @@ from .._clock import IdSource
 from .._errors import ConfigurationError, ProviderError
 from .._messages import AssistantMessage, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta, UserMessage
 from .._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamBlock, StreamFinish, StreamUsage
+from .._profile import ModelProfile
 from .._usage import Usage
-from ..providers import ModelProfile
 
 __all__ = ["EchoModel", "FunctionModel", "ScriptedModel", "SlowModel", "StreamingMock"]
 
