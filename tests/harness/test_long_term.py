@@ -10,17 +10,19 @@ from tinyagents_nb.harness import (
     RETRIEVED_TAG,
     AgentHarness,
     ConfigurationError,
-    InMemoryChatHistory,
     InMemoryStore,
+    RunConfig,
+    RunContext,
+    SQLiteStore,
+)
+from tinyagents_nb.harness.memory import (
+    InMemoryChatHistory,
     LongTermMemory,
     LongTermMemoryMiddleware,
     MemoryMiddleware,
-    RunConfig,
-    RunContext,
     ShortTermMemory,
-    SQLiteStore,
-    StoreRegistry,
 )
+from tinyagents_nb.harness.stores import StoreRegistry
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

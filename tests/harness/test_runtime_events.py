@@ -11,7 +11,6 @@ from tinyagents_nb.harness import (
     FallbackPolicy,
     LimitExceeded,
     LimitKind,
-    LimitReached,
     Middleware,
     ModelRequest,
     ProviderError,
@@ -24,6 +23,7 @@ from tinyagents_nb.harness import (
     event_to_dict,
     tool,
 )
+from tinyagents_nb.harness.events import LimitReached
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

@@ -12,7 +12,6 @@ from tinyagents_nb.harness import (
     CapabilitySet,
     ConfigurationError,
     FallbackPolicy,
-    InMemoryResponseCache,
     Message,
     Middleware,
     ModelHint,
@@ -32,6 +31,7 @@ from tinyagents_nb.harness import (
     profile_for,
     select_model,
 )
+from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

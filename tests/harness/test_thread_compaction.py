@@ -8,25 +8,27 @@ from pathlib import Path
 import pytest
 
 from tinyagents_nb.harness import (
-    SUMMARY_TAG,
     AgentHarness,
     AssistantMessage,
-    ConcatSummarizer,
     ConfigurationError,
-    InMemoryChatHistory,
-    MemoryMiddleware,
     Message,
     RunConfig,
     RunContext,
-    ShortTermMemory,
     SQLiteStore,
-    StoreChatHistory,
-    StoreRegistry,
     SystemMessage,
-    ThreadCompaction,
     UserMessage,
+)
+from tinyagents_nb.harness.memory import (
+    SUMMARY_TAG,
+    ConcatSummarizer,
+    InMemoryChatHistory,
+    MemoryMiddleware,
+    ShortTermMemory,
+    StoreChatHistory,
+    ThreadCompaction,
     thread_compactions,
 )
+from tinyagents_nb.harness.stores import StoreRegistry
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

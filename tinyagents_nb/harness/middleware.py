@@ -19,8 +19,8 @@ from ._cache_policy import (
 )
 from ._guardrails import (
     GuardrailResult as GuardrailResult,
-    GuardrailStage as GuardrailStage,
     GuardrailsMiddleware as GuardrailsMiddleware,
+    GuardrailStage as GuardrailStage,
     InputGuardrail as InputGuardrail,
     OutputGuardrail as OutputGuardrail,
     ToolGuardrail as ToolGuardrail,
