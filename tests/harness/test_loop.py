@@ -11,8 +11,9 @@ from typing import Any
 import anyio
 import pytest
 
+from tinyagents_nb.harness._cancel import RunCancelled
 from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ProviderError, RunCancelled, RunTimeout
+from tinyagents_nb.harness._errors import ProviderError, RunTimeout
 from tinyagents_nb.harness._events import AgentEvent
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._limits import RunLimits

@@ -7,8 +7,9 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
+from tinyagents_nb.harness._cancel import RunCancelled
 from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, RunCancelled, SteeringError
+from tinyagents_nb.harness._errors import ConfigurationError, SteeringError
 from tinyagents_nb.harness._harness import AgentHarness
 from tinyagents_nb.harness._messages import (
     AssistantMessage,

@@ -8,9 +8,10 @@ import time
 import anyio
 import pytest
 
+from tinyagents_nb.harness._cancel import RunCancelled
 from tinyagents_nb.harness._context import RunConfig, RunContext
 from tinyagents_nb.harness._cost import CostTracker, ModelPricing
-from tinyagents_nb.harness._errors import RunCancelled, SubAgentDepthError
+from tinyagents_nb.harness._errors import SubAgentDepthError
 from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
 from tinyagents_nb.harness._ids import RunId
 from tinyagents_nb.harness._limits import RunLimits

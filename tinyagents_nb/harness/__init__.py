@@ -20,6 +20,7 @@ from ._budget import (
 )
 from ._cancel import (
     CancellationToken as CancellationToken,
+    RunCancelled as RunCancelled,
 )
 from ._capabilities import (
     CapabilitySet as CapabilitySet,
@@ -67,7 +68,6 @@ from ._errors import (
     LimitExceeded as LimitExceeded,
     ModelNotFound as ModelNotFound,
     ProviderError as ProviderError,
-    RunCancelled as RunCancelled,
     RunError as RunError,
     RunTimeout as RunTimeout,
     SteeringError as SteeringError,

@@ -17,13 +17,13 @@ import anyio
 
 from ._approval import gate_tool_call
 from ._budget import bind_budgets, check_request_budget
+from ._cancel import RunCancelled
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
 from ._controls import SkipTool, take_stop
 from ._errors import (
     Cancelled,
     LimitExceeded,
-    RunCancelled,
     RunTimeout,
     TinyAgentsError,
     ToolArgumentsError,
