@@ -12,8 +12,8 @@ from ._embeddings import (
     EmbeddingResult as EmbeddingResult,
     MockEmbeddingModel as MockEmbeddingModel,
     OpenAIEmbeddingModel as OpenAIEmbeddingModel,
-    Retriever as Retriever,
 )
+from ._retriever import Retriever as Retriever
 from ._vectors import (
     Document as Document,
     InMemoryVectorStore as InMemoryVectorStore,
