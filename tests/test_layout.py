@@ -20,8 +20,6 @@ OVERSIZED = {
     "harness/memory/_pressure.py": 515,
     "harness/memory/_summarization.py": 555,
     "harness/providers/_registry.py": 547,
-    "harness/retrieval/_vectors.py": 508,
-    "harness/testkit/_testkit.py": 502,
 }
 
 

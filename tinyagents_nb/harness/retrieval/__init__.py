@@ -14,11 +14,11 @@ from ._embeddings import (
     OpenAIEmbeddingModel as OpenAIEmbeddingModel,
 )
 from ._retriever import Retriever as Retriever
+from ._sqlite_vectors import SQLiteVectorStore as SQLiteVectorStore
 from ._vectors import (
     Document as Document,
     InMemoryVectorStore as InMemoryVectorStore,
     ScoredDocument as ScoredDocument,
-    SQLiteVectorStore as SQLiteVectorStore,
     VectorStore as VectorStore,
     cosine_similarity as cosine_similarity,
 )

@@ -17,8 +17,8 @@ from ._testkit import (
     ScriptedModel as ScriptedModel,
     SlowModel as SlowModel,
     StreamingMock as StreamingMock,
-    Trajectory as Trajectory,
 )
+from ._trajectory import Trajectory as Trajectory
 
 __all__ = [
     "DeterministicClock",
