@@ -11,10 +11,9 @@ from __future__ import annotations
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._anthropic_wire import CacheTTL as CacheTTL
 from ._openai import OpenAIChatModel as OpenAIChatModel
-from ._registry import (
+from ._registry import ProviderSpec as ProviderSpec, known_providers as known_providers
+from ._resolve import (
     ModelRegistry as ModelRegistry,
-    ProviderSpec as ProviderSpec,
-    known_providers as known_providers,
     register_native_builder as _register_native_builder,
     register_wire_builder as _register_wire_builder,
     resolve_model as resolve_model,
