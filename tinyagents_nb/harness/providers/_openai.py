@@ -26,17 +26,17 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import urllib.parse
 from collections.abc import AsyncGenerator, Mapping
-from types import ModuleType, TracebackType
-from typing import TYPE_CHECKING, Any, Generic, Self, TypeVar
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
 from .._profile import ModelProfile
+from ._http import Sealed, check_url, httpx_module, public_url, tls_context
 from ._loop_clients import PerLoopClients
 from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
 from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
@@ -49,51 +49,6 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["OpenAIChatModel"]
-
-_T = TypeVar("_T")
-
-
-class _Sealed(Generic[_T]):
-    """Holds a secret-bearing value so ``repr``, ``vars`` dumps and debuggers show nothing of it."""
-
-    __slots__ = ("_value",)
-
-    def __init__(self, value: _T) -> None:
-        self._value = value
-
-    def reveal(self) -> _T:
-        return self._value
-
-    def __repr__(self) -> str:
-        return "<sealed>"
-
-
-def _httpx() -> ModuleType:
-    import httpx  # lazy: keeps the harness import free of the HTTP stack
-
-    return httpx
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One verifying TLS context for every owned client: loading the CA bundle costs ~0.15 s each time."""
-    context: ssl.SSLContext = _httpx().create_ssl_context()
-    return context
-
-
-def _check_url(base_url: object) -> str:
-    if not isinstance(base_url, str) or not base_url.startswith(("http://", "https://")):
-        raise ConfigurationError(f"base_url must start with http:// or https://, got {base_url!r}")
-    return base_url
-
-
-def _public_url(url: str) -> str:
-    """``url`` without userinfo, query or fragment (which may carry credentials)."""
-    parts = urllib.parse.urlsplit(url)
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 class OpenAIChatModel:
@@ -149,7 +104,7 @@ class OpenAIChatModel:
             raise ConfigurationError(f"model must be a non-empty string, got {model!r}")
         spec = provider if isinstance(provider, ProviderSpec) else ProviderSpec.named(provider)
         if base_url is not None:
-            spec = dataclasses.replace(spec, base_url=_check_url(base_url))
+            spec = dataclasses.replace(spec, base_url=check_url(base_url))
         given: object = api_key
         if given is not None and (not isinstance(given, str) or not given.strip()):
             raise ConfigurationError("api_key must be a non-empty string when given", hint=spec.key_hint)
@@ -178,8 +133,8 @@ class OpenAIChatModel:
         self._model = model.strip()
         self._spec = spec
         self._url = spec.endpoint("chat/completions")
-        self._headers = _Sealed(headers)
-        self._secrets = _Sealed(tuple(secrets))
+        self._headers = Sealed(headers)
+        self._secrets = Sealed(tuple(secrets))
         self._timeout_s = float(timeout_s)
         self._timeout: Any = None
         self._client = http_client
@@ -236,7 +191,7 @@ class OpenAIChatModel:
         keyed = "set" if (self._spec.api_key_header or "Authorization") in self._headers.reveal() else "none"
         return (
             f"OpenAIChatModel(model={self._model!r}, provider={self._spec.name!r}, "
-            f"base_url={_public_url(self._spec.base_url)!r}, api_key=<{keyed}>)"
+            f"base_url={public_url(self._spec.base_url)!r}, api_key=<{keyed}>)"
         )
 
     __str__ = __repr__
@@ -255,15 +210,15 @@ class OpenAIChatModel:
 
     def _new_client(self) -> httpx.AsyncClient:
         # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
-        verify: ssl.SSLContext | bool = _tls_context() if self._url.startswith("https://") else False
-        client: httpx.AsyncClient = _httpx().AsyncClient(
+        verify: ssl.SSLContext | bool = tls_context() if self._url.startswith("https://") else False
+        client: httpx.AsyncClient = httpx_module().AsyncClient(
             timeout=self._timeout_obj(), follow_redirects=False, verify=verify
         )
         return client
 
     def _timeout_obj(self) -> Any:
         if self._timeout is None:
-            self._timeout = _httpx().Timeout(self._timeout_s)
+            self._timeout = httpx_module().Timeout(self._timeout_s)
         return self._timeout
 
     async def aclose(self) -> None:
@@ -301,7 +256,7 @@ class OpenAIChatModel:
             raise ConfigurationError(f"the request is not JSON-serializable: {exc}") from None
 
     def _transport_error(self, exc: Exception, *, interrupted: bool) -> ProviderError:
-        httpx = _httpx()
+        httpx = httpx_module()
         detail = scrub(f"{type(exc).__name__}: {exc}", self._secrets.reveal())
         where = f"{self._spec.name} model {self._model!r}"
         if interrupted:
@@ -309,7 +264,7 @@ class OpenAIChatModel:
         elif isinstance(exc, httpx.TimeoutException):
             message, code = f"{where}: no answer within {self._timeout_s:g}s ({detail})", "timeout"
         elif isinstance(exc, httpx.ConnectError):
-            message = f"{where}: cannot connect to {_public_url(self._spec.base_url)} ({detail})"
+            message = f"{where}: cannot connect to {public_url(self._spec.base_url)} ({detail})"
             code = "connect_error"
         else:
             message, code = f"{where}: transport failure ({detail})", "transport_error"
@@ -326,7 +281,7 @@ class OpenAIChatModel:
             secrets=self._secrets.reveal(),
         )
         if response.status_code == 404 and error.hint is None:
-            error.hint = f"check base_url ({_public_url(self._spec.base_url)}) and the model name"
+            error.hint = f"check base_url ({public_url(self._spec.base_url)}) and the model name"
         return error
 
     async def _post_json(self, url: str, content: bytes, *, result_key: str) -> object:
@@ -335,7 +290,7 @@ class OpenAIChatModel:
         Transport failures, HTTP errors, a non-JSON body and an ``{"error": ...}`` payload without
         ``result_key`` all become typed, key-free errors.
         """
-        httpx = _httpx()
+        httpx = httpx_module()
         client = await self._http()
         error: TinyAgentsError | None = None
         try:
@@ -380,7 +335,7 @@ class OpenAIChatModel:
                 connection ends before the finish chunk, after the deltas that did arrive.
         """
         content = self._payload(request, stream=True)
-        httpx = _httpx()
+        httpx = httpx_module()
         client = await self._http()
         parser = ChunkParser(spec=self._spec, model=self._model, secrets=self._secrets.reveal())
         decoder = SSEDecoder()
