@@ -11,7 +11,6 @@ from tinyagents_nb.harness import (
     AssistantMessage,
     Middleware,
     ModelRequest,
-    PromptBuilder,
     RunContext,
     RunPolicy,
     SystemMessage,
@@ -23,6 +22,7 @@ from tinyagents_nb.harness import (
 from tinyagents_nb.harness.events import CacheLayoutEvent
 from tinyagents_nb.harness.middleware import CachePolicy, PromptCacheGuardMiddleware
 from tinyagents_nb.harness.observability import event_from_dict
+from tinyagents_nb.harness.prompts import PromptBuilder
 from tinyagents_nb.harness.providers._anthropic_wire import WireOptions, build_body
 from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel

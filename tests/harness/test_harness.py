@@ -12,12 +12,11 @@ import pytest
 from pydantic import BaseModel
 
 from tinyagents_nb.harness import ModelProfile
-from tinyagents_nb.harness._cancel import CancellationToken
+from tinyagents_nb.harness._cancel import CancellationToken, RunCancelled
 from tinyagents_nb.harness._context import RunConfig, RunContext
 from tinyagents_nb.harness._errors import (
     LimitExceeded,
     ProviderError,
-    RunCancelled,
     RunTimeout,
     StructuredOutputError,
     ToolError,

@@ -60,7 +60,7 @@ async def test_gemini_stream_usage_bills_hidden_thinking(replay_server: ReplaySe
 
 
 def test_gemini_profile_has_native_schemas_and_thinking() -> None:
-    from tinyagents_nb.harness import profile_for
+    from tinyagents_nb.harness.models import profile_for
 
     assert profile_for("gemini", "gemini-2.5-flash").structured_output == "native"
     assert profile_for("gemini", "gemini-2.5-flash").supports_reasoning

@@ -17,9 +17,9 @@ from tinyagents_nb.harness import (
     RunContext,
     RunPolicy,
     SystemMessage,
-    TokenEstimator,
     UserMessage,
 )
+from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

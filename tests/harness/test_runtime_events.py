@@ -10,7 +10,6 @@ from tinyagents_nb.harness import (
     AgentHarness,
     FallbackPolicy,
     LimitExceeded,
-    LimitKind,
     Middleware,
     ModelRequest,
     ProviderError,
@@ -24,6 +23,7 @@ from tinyagents_nb.harness import (
     tool,
 )
 from tinyagents_nb.harness.events import LimitReached
+from tinyagents_nb.harness.runtime import LimitKind
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

@@ -11,14 +11,14 @@ from tinyagents_nb.harness import (
     ModelRequest,
     RunConfig,
     RunContext,
-    TokenEstimator,
     ToolCall,
     ToolMessage,
     ToolResult,
-    ToolResultLimit,
     tool,
 )
 from tinyagents_nb.harness.memory import TOOL_OUTPUT_NAMESPACE, CompactToolOutputs, load_tool_output
+from tinyagents_nb.harness.models import TokenEstimator
+from tinyagents_nb.harness.runtime import ToolResultLimit
 from tinyagents_nb.harness.stores import StoreRegistry
 from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 

@@ -127,7 +127,7 @@ async def test_a_completed_run_fills_every_pane(comms: CommLog) -> None:
     assert all(section in dash.widget.children for section in sections)
 
 
-@pytest.mark.filterwarnings("ignore::tinyagents_nb.harness.CostUnknownWarning")
+@pytest.mark.filterwarnings("ignore::tinyagents_nb.harness.runtime.CostUnknownWarning")
 async def test_an_unknown_price_is_shown_as_unknown_never_zero(comms: CommLog) -> None:
     model = AcmeModel([ScriptedModel.text("hi", usage=Usage(input_tokens=10, output_tokens=3))], model_name="mystery")
     stream = AgentHarness(model=model).invoke_streaming("hello")

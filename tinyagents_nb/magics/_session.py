@@ -32,16 +32,16 @@ from tinyagents_nb.harness import (
     RunPolicy,
     SQLiteStore,
     SteeringHandle,
-    SteeringPolicy,
     ThreadId,
-    TokenEstimator,
     Tool,
     ToolRegistry,
     resolve_model,
     tool,
 )
 from tinyagents_nb.harness.memory import MemoryMiddleware, SessionState, ShortTermMemory, StoreChatHistory
+from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal, events_to_dataframe
+from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.stores import StoreRegistry
 
 from . import _display
