@@ -17,18 +17,20 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tests.harness.replay_server import ReplayServer, embeddings_body, error_body
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import (
+from tinyagents_nb.harness import (
+    RETRIEVED_TAG,
     ConfigurationError,
     ContextLimitError,
     ModelNotFound,
     ProviderError,
+    RetryPolicy,
+    RunContext,
     StoreError,
+    SystemMessage,
     ToolArgumentsError,
+    Usage,
+    UserMessage,
 )
-from tinyagents_nb.harness._messages import RETRIEVED_TAG, SystemMessage, UserMessage
-from tinyagents_nb.harness._retry import RetryPolicy
-from tinyagents_nb.harness._usage import Usage
 from tinyagents_nb.harness.providers import ProviderSpec
 from tinyagents_nb.harness.retrieval import (
     Document,
@@ -527,7 +529,7 @@ async def test_retriever_as_tool(mock: MockEmbeddingModel) -> None:
 
 
 async def test_retriever_as_context_provider(mock: MockEmbeddingModel) -> None:
-    from tinyagents_nb.harness._model import ModelRequest
+    from tinyagents_nb.harness import ModelRequest
     from tinyagents_nb.harness.memory import ContextProvider, ContextProvidersMiddleware
 
     retriever = Retriever(mock)

@@ -17,9 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.harness.obs_samples import sample_events
-from tinyagents_nb.harness._errors import ConfigurationError, StoreError
-from tinyagents_nb.harness._events import AgentEvent, ModelDelta, ToolStarted
-from tinyagents_nb.harness._messages import TextDelta
+from tinyagents_nb.harness import AgentEvent, ConfigurationError, ModelDelta, StoreError, TextDelta, ToolStarted
 from tinyagents_nb.harness.observability import (
     AgentObservation,
     EventJournal,
@@ -217,9 +215,10 @@ _WRITER = textwrap.dedent(
     """
     import sys
     from decimal import Decimal
-    from tinyagents_nb.harness._events import CostRecorded, ModelDelta, ToolStarted
+    from tinyagents_nb.harness.events import CostRecorded
+    from tinyagents_nb.harness import ModelDelta, ToolStarted
     from tinyagents_nb.harness.observability import SQLiteEventJournal
-    from tinyagents_nb.harness._messages import TextDelta
+    from tinyagents_nb.harness import TextDelta
     from tinyagents_nb.harness.observability import AgentObservation
 
     def make(i):

@@ -11,13 +11,18 @@ import warnings
 from typing import Any
 
 from tests.harness.replay_server import ReplayServer, chat_completion, sse_text_chunks, usage_body
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._events import AgentEvent, ModelDelta
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._messages import TextDelta, UserMessage
-from tinyagents_nb.harness._model import ModelRequest
-from tinyagents_nb.harness._retry import RetryPolicy
-from tinyagents_nb.harness._run import AgentRun
+from tinyagents_nb.harness import (
+    AgentEvent,
+    AgentHarness,
+    AgentRun,
+    ModelDelta,
+    ModelRequest,
+    RetryPolicy,
+    RunContext,
+    RunPolicy,
+    TextDelta,
+    UserMessage,
+)
 from tinyagents_nb.harness.providers import OpenAIChatModel
 from tinyagents_nb.harness.providers._loop_clients import PerLoopClients
 

@@ -12,25 +12,29 @@ import anyio.lowlevel
 import anyio.to_thread
 import pytest
 
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError, ProviderError, StoreError
-from tinyagents_nb.harness._events import MemoryLoaded, MemorySaved
-from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
     RETRIEVED_TAG,
+    AgentHarness,
     AssistantMessage,
+    ConfigurationError,
     ImageRef,
+    InvalidIdError,
     JsonBlock,
     Message,
+    Middleware,
+    ProviderError,
+    RunConfig,
+    RunContext,
+    StoreError,
     SystemMessage,
     TextBlock,
     ThinkingBlock,
     ToolCall,
     ToolMessage,
     UserMessage,
+    tool,
 )
-from tinyagents_nb.harness._middleware import Middleware
-from tinyagents_nb.harness._tools import tool
+from tinyagents_nb.harness.events import MemoryLoaded, MemorySaved
 from tinyagents_nb.harness.memory import (
     ChatHistory,
     InMemoryChatHistory,

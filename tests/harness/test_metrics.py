@@ -7,18 +7,18 @@ from typing import Any
 import pytest
 
 from tests.harness.obs_samples import sample_events
-from tinyagents_nb.harness._events import (
+from tinyagents_nb.harness import (
     AgentEvent,
     ModelCompleted,
     ModelDelta,
     ModelStarted,
     RunCompleted,
     RunStarted,
+    TextDelta,
     ToolCompleted,
     ToolFailed,
     ToolStarted,
 )
-from tinyagents_nb.harness._messages import TextDelta
 from tinyagents_nb.harness.observability import AgentLatencyMetrics, AgentObservation, event_detail, events_to_dataframe
 
 

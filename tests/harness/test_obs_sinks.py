@@ -12,23 +12,25 @@ from typing import Any
 import pytest
 
 from tests.harness.obs_samples import sample_events
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, StoreError
-from tinyagents_nb.harness._events import (
+from tinyagents_nb.harness import (
     AgentEvent,
-    CacheHit,
+    AgentHarness,
+    ConfigurationError,
+    EventSink,
     ModelDelta,
+    RunContext,
     RunFailed,
+    StoreError,
+    SubAgent,
+    TextDelta,
+    ToolCallDelta,
     ToolFailed,
     ToolStarted,
+    Usage,
     event_to_dict,
+    tool,
 )
-from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._messages import TextDelta, ToolCallDelta
-from tinyagents_nb.harness._sink import EventSink
-from tinyagents_nb.harness._subagent import SubAgent
-from tinyagents_nb.harness._tools import tool
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.events import CacheHit
 from tinyagents_nb.harness.observability import (
     DEFAULT_PATTERNS,
     AgentObservation,
@@ -396,7 +398,7 @@ def test_decimal_cost_survives_the_full_pipeline(tmp_path: Path) -> None:
     journal = SQLiteEventJournal(tmp_path / "c.db")
     sink = EventSink()
     sink.add_listener(RedactingSink(JournalSink(journal)))
-    from tinyagents_nb.harness._events import CostRecorded
+    from tinyagents_nb.harness.events import CostRecorded
 
     sink.emit(CostRecorded(call_id="c", model="m", usd=Decimal("0.0000015"), **L))
     (stored,) = journal.read_from(0)
@@ -405,8 +407,7 @@ def test_decimal_cost_survives_the_full_pipeline(tmp_path: Path) -> None:
 
 
 def test_journal_sink_can_skip_token_deltas() -> None:
-    from tinyagents_nb.harness._events import ModelDelta, RunStarted
-    from tinyagents_nb.harness._messages import TextDelta
+    from tinyagents_nb.harness import ModelDelta, RunStarted, TextDelta
     from tinyagents_nb.harness.observability import InMemoryEventJournal, JournalSink as Sink
 
     journal = InMemoryEventJournal()

@@ -10,23 +10,24 @@ from typing import Literal
 import pytest
 
 from tests.harness.obs_samples import USAGE, event_classes, sample_events
-from tinyagents_nb.harness._errors import ConfigurationError
-from tinyagents_nb.harness._events import (
+from tinyagents_nb.harness import (
     AgentEvent,
-    CostRecorded,
+    ConfigurationError,
     ModelCompleted,
     ModelDelta,
     ModelStarted,
     RunCancelledEvent,
     RunCompleted,
     RunFailed,
+    RunId,
     RunStarted,
+    ThinkingDelta,
+    ToolCallDelta,
     ToolCompleted,
     ToolStarted,
     event_to_dict,
 )
-from tinyagents_nb.harness._ids import RunId
-from tinyagents_nb.harness._messages import ThinkingDelta, ToolCallDelta
+from tinyagents_nb.harness.events import CostRecorded
 from tinyagents_nb.harness.observability._observability import (
     AgentObservation,
     RunStatusStore,

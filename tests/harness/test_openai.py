@@ -22,36 +22,30 @@ from tests.harness.replay_server import (
     sse_tool_call_chunks,
     usage_body,
 )
-from tinyagents_nb.harness._errors import (
+from tinyagents_nb.harness import (
+    AssistantMessage,
     ConfigurationError,
     ContextLimitError,
-    ModelNotFound,
-    ProviderError,
-    TinyAgentsError,
-)
-from tinyagents_nb.harness._messages import (
-    AssistantMessage,
     ImageRef,
     JsonBlock,
     Message,
+    ModelNotFound,
+    ModelRequest,
+    ModelStreamItem,
+    ProviderError,
+    StreamFinish,
     SystemMessage,
     TextDelta,
     ThinkingDelta,
+    TinyAgentsError,
     ToolCall,
     ToolCallDelta,
     ToolMessage,
+    ToolSchema,
+    Usage,
     UserMessage,
 )
-from tinyagents_nb.harness._model import (
-    ModelRequest,
-    ModelStreamItem,
-    ResponseFormat,
-    StreamAccumulator,
-    StreamFinish,
-    StreamUsage,
-    ToolSchema,
-)
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.models import ResponseFormat, StreamAccumulator, StreamUsage
 from tinyagents_nb.harness.providers import ProviderSpec
 from tinyagents_nb.harness.providers._openai import OpenAIChatModel, _connect_hint
 from tinyagents_nb.harness.providers._openai_errors import parse_retry_after, scrub

@@ -11,13 +11,19 @@ from typing import Any
 import pytest
 
 from tests.harness.replay_server import ReplayServer, chat_completion, chunk, sse_done
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import ProviderError, TinyAgentsError
-from tinyagents_nb.harness._events import event_to_dict
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._messages import TextDelta, UserMessage
-from tinyagents_nb.harness._model import ModelRequest, ModelStreamItem
-from tinyagents_nb.harness._retry import RetryPolicy
+from tinyagents_nb.harness import (
+    AgentHarness,
+    ModelRequest,
+    ModelStreamItem,
+    ProviderError,
+    RetryPolicy,
+    RunContext,
+    RunPolicy,
+    TextDelta,
+    TinyAgentsError,
+    UserMessage,
+    event_to_dict,
+)
 from tinyagents_nb.harness.observability import JournalSink, JsonlSink, SQLiteEventJournal
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
 from tinyagents_nb.harness.providers._openai_errors import error_from_payload, scrub, scrub_value

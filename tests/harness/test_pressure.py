@@ -11,22 +11,24 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, ContextLimitError, ProviderError
-from tinyagents_nb.harness._events import ContextPressure
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
     RETRIEVED_TAG,
     AssistantMessage,
+    ConfigurationError,
+    ContextLimitError,
+    ContextPressure,
+    ContextWindow,
     Message,
+    ModelRequest,
+    ProviderError,
+    RunConfig,
+    RunContext,
     SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
     dump_messages,
 )
-from tinyagents_nb.harness._model import ModelRequest
-from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
-from tinyagents_nb.harness._window import ContextWindow
 from tinyagents_nb.harness.memory import (
     COMPACTED_TAG,
     SUMMARY_HEADER,
@@ -45,6 +47,7 @@ from tinyagents_nb.harness.memory import (
     default_policies,
     load_tool_output,
 )
+from tinyagents_nb.harness.models import HeuristicCounter, TokenEstimator
 from tinyagents_nb.harness.stores import InMemoryStore
 from tinyagents_nb.harness.testkit import EventRecorder
 

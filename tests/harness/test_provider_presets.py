@@ -8,10 +8,8 @@ from typing import Any
 import pytest
 
 from tests.harness.replay_server import ReplayServer, chat_completion, chunk, sse_done, sse_text_chunks, usage_body
-from tinyagents_nb.harness._cost import CostTracker
-from tinyagents_nb.harness._errors import ConfigurationError
-from tinyagents_nb.harness._messages import UserMessage
-from tinyagents_nb.harness._model import ModelRequest, StreamUsage
+from tinyagents_nb.harness import ConfigurationError, CostTracker, ModelRequest, UserMessage
+from tinyagents_nb.harness.models import StreamUsage
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec, resolve_model
 from tinyagents_nb.harness.providers._openai_wire import normalize_usage
 

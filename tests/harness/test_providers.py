@@ -7,10 +7,18 @@ from typing import Any
 import pytest
 
 from tests.harness.replay_server import ReplayServer, chat_completion
-from tinyagents_nb.harness import ModelProfile
-from tinyagents_nb.harness._errors import ConfigurationError, ModelNotFound
-from tinyagents_nb.harness._messages import AssistantMessage, UserMessage
-from tinyagents_nb.harness._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamFinish
+from tinyagents_nb.harness import (
+    AssistantMessage,
+    ChatModel,
+    ConfigurationError,
+    ModelNotFound,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamItem,
+    StreamFinish,
+    UserMessage,
+)
 from tinyagents_nb.harness.models import profile_for
 from tinyagents_nb.harness.providers import (
     ModelRegistry,

@@ -11,10 +11,18 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tests.harness.replay_server import ReplayServer, sse_text_chunks, usage_body
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._events import AgentEvent, CacheHit, ModelCompleted, ModelDelta, event_to_dict
-from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._messages import TextDelta, ThinkingDelta, ToolCallDelta
+from tinyagents_nb.harness import (
+    AgentEvent,
+    AgentHarness,
+    ModelCompleted,
+    ModelDelta,
+    RunContext,
+    TextDelta,
+    ThinkingDelta,
+    ToolCallDelta,
+    event_to_dict,
+)
+from tinyagents_nb.harness.events import CacheHit
 from tinyagents_nb.harness.observability import JournalSink, RedactingSink, SQLiteEventJournal
 from tinyagents_nb.harness.observability._redact_stream import merge_spans
 from tinyagents_nb.harness.providers import OpenAIChatModel

@@ -12,18 +12,22 @@ from typing import Any
 
 import pytest
 
-from tinyagents_nb.harness._errors import ConfigurationError, StoreError
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
     AssistantMessage,
+    ConfigurationError,
     JsonBlock,
+    ModelRequest,
+    ModelResponse,
+    StoreError,
     SystemMessage,
     TextBlock,
     ToolCall,
     ToolMessage,
+    ToolSchema,
+    Usage,
     UserMessage,
 )
-from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.models import ResponseFormat
 from tinyagents_nb.harness.stores import (
     CacheRegistry,
     InMemoryResponseCache,

@@ -21,8 +21,7 @@ import anyio.to_thread
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tinyagents_nb.harness._errors import ConfigurationError, StoreError, TinyAgentsError
-from tinyagents_nb.harness._ids import ThreadId
+from tinyagents_nb.harness import ConfigurationError, StoreError, ThreadId, TinyAgentsError
 from tinyagents_nb.harness.observability import SQLiteEventJournal
 from tinyagents_nb.harness.retrieval import SQLiteVectorStore
 from tinyagents_nb.harness.stores import CacheRegistry, InMemoryStore, SQLiteStore, Store, StoreRegistry

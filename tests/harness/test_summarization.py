@@ -5,22 +5,23 @@ from collections.abc import Sequence
 
 import pytest
 
-from tinyagents_nb.harness import ModelProfile
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, ProviderError
-from tinyagents_nb.harness._events import ContextPressure
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
     RETRIEVED_TAG,
     AssistantMessage,
+    ConfigurationError,
+    ContextPressure,
     Message,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    RunContext,
     SystemMessage,
     ToolCall,
     ToolMessage,
+    Usage,
     UserMessage,
 )
-from tinyagents_nb.harness._model import ModelRequest, ModelResponse
-from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
-from tinyagents_nb.harness._usage import Usage
 from tinyagents_nb.harness.memory import (
     SUMMARY_HEADER,
     SUMMARY_TAG,
@@ -33,6 +34,7 @@ from tinyagents_nb.harness.memory import (
     SummaryPlan,
     SummaryRecord,
 )
+from tinyagents_nb.harness.models import HeuristicCounter, TokenEstimator
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 

@@ -10,47 +10,45 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from tinyagents_nb.harness import ModelProfile
-from tinyagents_nb.harness._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError, ProviderError
-from tinyagents_nb.harness._events import (
+from tinyagents_nb.harness import (
     AgentEvent,
+    AssistantMessage,
+    ChatModel,
+    ConfigurationError,
+    EventSink,
+    InvalidIdError,
     ModelCompleted,
     ModelDelta,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
     ModelStarted,
+    ModelStreamItem,
+    ProviderError,
     RunCancelledEvent,
     RunCompleted,
+    RunConfig,
+    RunContext,
     RunFailed,
+    RunId,
     RunStarted,
+    StreamFinish,
     SubAgentCompleted,
     SubAgentStarted,
-    ToolCompleted,
-    ToolStarted,
-)
-from tinyagents_nb.harness._ids import CallId, RunId
-from tinyagents_nb.harness._messages import (
-    AssistantMessage,
     SystemMessage,
     TextDelta,
     ThinkingBlock,
     ThinkingDelta,
     ToolCall,
     ToolCallDelta,
+    ToolCompleted,
     ToolMessage,
+    ToolStarted,
+    Usage,
     UserMessage,
 )
-from tinyagents_nb.harness._model import (
-    ChatModel,
-    ModelRequest,
-    ModelResponse,
-    ModelStreamItem,
-    StreamFinish,
-    StreamUsage,
-    collect_stream,
-)
-from tinyagents_nb.harness._sink import EventSink
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.models import StreamUsage, collect_stream
+from tinyagents_nb.harness.runtime import RANDOM_IDS, SYSTEM_CLOCK, CallId, Clock, IdSource
 from tinyagents_nb.harness.testkit import (
     DeterministicClock,
     DeterministicIds,

@@ -3,10 +3,17 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, strategies as st
 
-from tinyagents_nb.harness._errors import ConfigurationError
-from tinyagents_nb.harness._messages import AssistantMessage, Message, SystemMessage, ToolCall, ToolMessage, UserMessage
-from tinyagents_nb.harness._tokens import HeuristicCounter, TokenEstimator
+from tinyagents_nb.harness import (
+    AssistantMessage,
+    ConfigurationError,
+    Message,
+    SystemMessage,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+)
 from tinyagents_nb.harness.memory import KeepFirstAndLast, KeepLast, MaxTokens, trim_messages
+from tinyagents_nb.harness.models import HeuristicCounter, TokenEstimator
 
 
 def turn(i: int, calls: int = 0) -> list[Message]:

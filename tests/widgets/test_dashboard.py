@@ -341,8 +341,7 @@ async def test_a_key_echoed_in_a_provider_error_never_reaches_widget_state(comms
 async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms: CommLog) -> None:
     from collections.abc import AsyncGenerator
 
-    from tinyagents_nb.harness import RetryPolicy, RunPolicy, TextDelta
-    from tinyagents_nb.harness._model import StreamFinish
+    from tinyagents_nb.harness import RetryPolicy, RunPolicy, StreamFinish, TextDelta
 
     class Flaky(ScriptedModel):
         async def stream(self, request: Any) -> AsyncGenerator[Any, None]:
