@@ -1,8 +1,10 @@
 """The TinyAgents harness: typed run context, agent loop, models, tools, events, usage and cost.
 
-Everything public is importable from here; the ``_modules`` behind it are private, and
-``tinyagents_nb.harness.testkit`` holds the fakes for tests. This package imports nothing from
-IPython, ipykernel, ipywidgets or traitlets.
+This namespace re-exports what most code imports. Each family keeps its full surface in its own
+subpackage (``providers``, ``memory``, ``observability``, ``retrieval``, ``stores``, ``mcp``, and
+``testkit`` for the fakes), and the core's full catalogues live in ``events``, ``middleware``,
+``models``, ``steering``, ``prompts`` and ``runtime``. The ``_modules`` are private. This package
+imports nothing from IPython, ipykernel, ipywidgets or traitlets.
 """
 
 from __future__ import annotations
