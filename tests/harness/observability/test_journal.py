@@ -245,7 +245,7 @@ def test_kill_9_mid_run_leaves_every_committed_event_readable(tmp_path: Path) ->
     path = tmp_path / "killed.db"
     script = tmp_path / "writer.py"
     script.write_text(_WRITER)
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     env = {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.Popen(
         [sys.executable, str(script), str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True

@@ -41,7 +41,7 @@ from tinyagents_nb.harness.stores import (
     cache_key,
 )
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 NS = "response-cache"
 
 WEATHER = ToolSchema(
@@ -100,7 +100,7 @@ def test_key_is_sha256_hex_and_deterministic() -> None:
 def test_key_is_stable_across_processes() -> None:
     code = (
         "import sys; sys.path.insert(0, sys.argv[1])\n"
-        "from tests.harness.test_response_cache import base_request\n"
+        "from tests.harness.stores.test_response_cache import base_request\n"
         "from tinyagents_nb.harness.stores import cache_key\n"
         "print(cache_key(base_request(), model='openai:gpt-4o-mini'))\n"
     )

@@ -26,7 +26,7 @@ from tinyagents_nb.harness.observability import SQLiteEventJournal
 from tinyagents_nb.harness.retrieval import SQLiteVectorStore
 from tinyagents_nb.harness.stores import CacheRegistry, InMemoryStore, SQLiteStore, Store, StoreRegistry
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(params=["memory", "sqlite"])
