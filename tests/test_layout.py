@@ -16,8 +16,6 @@ OVERSIZED = {
     "harness/_context.py": 551,
     "harness/_harness.py": 572,
     "harness/_loop.py": 692,
-    "harness/_structured.py": 560,
-    "harness/memory/_pressure.py": 515,
     "harness/memory/_summarization.py": 555,
 }
 

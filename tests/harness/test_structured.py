@@ -25,13 +25,11 @@ from tinyagents_nb.harness._structured import (
     OutputSpec,
     StructuredOutput,
     StructuredStrategy,
-    extract_structured,
-    is_structured_call,
-    parse_json_lenient,
     prepare_request,
     schema_errors,
     strategy_for_profile,
 )
+from tinyagents_nb.harness._structured_extract import extract_structured, is_structured_call, parse_json_lenient
 from tinyagents_nb.harness.models import ResponseFormat
 
 

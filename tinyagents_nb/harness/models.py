@@ -44,10 +44,12 @@ from ._structured import (
     OutputSpec as OutputSpec,
     StructuredOutput as StructuredOutput,
     StructuredStrategy as StructuredStrategy,
-    extract_structured as extract_structured,
-    is_structured_call as is_structured_call,
     prepare_request as prepare_request,
     strategy_for_profile as strategy_for_profile,
+)
+from ._structured_extract import (
+    extract_structured as extract_structured,
+    is_structured_call as is_structured_call,
 )
 from ._tokens import (
     EstimatorStats as EstimatorStats,

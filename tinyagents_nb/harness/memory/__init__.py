@@ -8,6 +8,12 @@ window, and ``call_compacting`` retries a request the provider rejected as too l
 
 from __future__ import annotations
 
+from ._context_providers import (
+    ContextProvider as ContextProvider,
+    ContextProvidersMiddleware as ContextProvidersMiddleware,
+    ContextTransform as ContextTransform,
+    compose_transforms as compose_transforms,
+)
 from ._long_term import (
     LongTermMemory as LongTermMemory,
     LongTermMemoryMiddleware as LongTermMemoryMiddleware,
@@ -31,15 +37,11 @@ from ._pressure import (
     TOOL_OUTPUT_NAMESPACE as TOOL_OUTPUT_NAMESPACE,
     CompactToolOutputs as CompactToolOutputs,
     ContextPressureChain as ContextPressureChain,
-    ContextProvider as ContextProvider,
-    ContextProvidersMiddleware as ContextProvidersMiddleware,
-    ContextTransform as ContextTransform,
     DropRetrieved as DropRetrieved,
     PressurePolicy as PressurePolicy,
     PressureResult as PressureResult,
     SummarizeOldMessages as SummarizeOldMessages,
     TrimOldMessages as TrimOldMessages,
-    compose_transforms as compose_transforms,
     default_policies as default_policies,
     load_tool_output as load_tool_output,
 )
