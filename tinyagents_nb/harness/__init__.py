@@ -27,13 +27,11 @@ from ._cancel import (
 from ._child_steering import (
     SubAgentHandle as SubAgentHandle,
 )
+from ._config import RunConfig as RunConfig
 from ._configurable import (
     ModelOverrides as ModelOverrides,
 )
-from ._context import (
-    RunConfig as RunConfig,
-    RunContext as RunContext,
-)
+from ._context import RunContext as RunContext
 from ._controls import (
     SkipTool as SkipTool,
     StopWithFinal as StopWithFinal,

@@ -11,7 +11,8 @@ from ._approval import ApprovalDecision, ApprovalDesk, ApprovalRequest, Unattend
 from ._cache_policy import CachePolicy
 from ._child_steering import SubAgentHandle, find_child
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
-from ._context import RunConfig, RunContext
+from ._config import RunConfig
+from ._context import RunContext
 from ._errors import ConfigurationError, SteeringError
 from ._events import AgentEvent
 from ._limits import RunLimits

@@ -75,7 +75,8 @@ from .memory import call_compacting
 from .stores import ResponseCache, cache_key
 
 if TYPE_CHECKING:
-    from ._context import RunConfig, RunContext
+    from ._config import RunConfig
+    from ._context import RunContext
     from ._harness import AgentHarness
 
 __all__: list[str] = []

@@ -54,12 +54,12 @@ from ._summarization import (
     CompressionProvenance as CompressionProvenance,
     ConcatSummarizer as ConcatSummarizer,
     ModelSummarizer as ModelSummarizer,
-    SummarizationMiddleware as SummarizationMiddleware,
     SummarizationPolicy as SummarizationPolicy,
     Summarizer as Summarizer,
     SummaryPlan as SummaryPlan,
     SummaryRecord as SummaryRecord,
 )
+from ._summarization_middleware import SummarizationMiddleware as SummarizationMiddleware
 from ._thread_compaction import (
     THREAD_COMPACTIONS_NAMESPACE as THREAD_COMPACTIONS_NAMESPACE,
     PersistedSummary as PersistedSummary,
