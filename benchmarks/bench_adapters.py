@@ -26,10 +26,10 @@ from collections.abc import Callable
 from typing import Any
 
 from benchmarks._common import header, line, spread
-from tinyagents_nb.harness._openai_wire import ChunkParser
-from tinyagents_nb.harness._providers import ProviderSpec
-from tinyagents_nb.harness._sse import SSEDecoder
+from tinyagents_nb.harness.providers import ProviderSpec
 from tinyagents_nb.harness.providers._anthropic_stream import EventParser
+from tinyagents_nb.harness.providers._openai_wire import ChunkParser
+from tinyagents_nb.harness.providers._sse import SSEDecoder
 
 READ_SIZE = 1400
 WORDS = ("the ", "quick ", "brown ", "fox ", "jumps ", "över ", "the ", "lazy ", "dog — ", "🦊 ")

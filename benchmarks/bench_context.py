@@ -17,14 +17,8 @@ import random
 import time
 
 from benchmarks._common import header, line, spread
-from tinyagents_nb.harness import (
-    AssistantMessage,
-    Message,
-    TokenEstimator,
-    ToolCall,
-    ToolMessage,
-    UserMessage,
-)
+from tinyagents_nb.harness import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage
+from tinyagents_nb.harness.models import TokenEstimator
 
 MODEL = "gpt-4o"
 TARGET_MS = 1.0

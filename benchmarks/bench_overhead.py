@@ -31,18 +31,13 @@ from tinyagents_nb.harness import (
     AgentHarness,
     AssistantMessage,
     EventSink,
-    JournalSink,
-    MemoryMiddleware,
     Message,
     ModelRequest,
     ModelResponse,
     ModelStreamItem,
     RunConfig,
     RunContext,
-    ShortTermMemory,
-    SQLiteEventJournal,
     SQLiteStore,
-    StoreChatHistory,
     StreamFinish,
     TextDelta,
     ToolCall,
@@ -50,6 +45,8 @@ from tinyagents_nb.harness import (
     UserMessage,
     tool,
 )
+from tinyagents_nb.harness.memory import MemoryMiddleware, ShortTermMemory, StoreChatHistory
+from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal
 
 OURS = "tinyagents-nb"
 Runner = Callable[[], Awaitable[None]]

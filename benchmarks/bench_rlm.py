@@ -18,7 +18,8 @@ import random
 import time
 
 from benchmarks._common import header, line
-from tinyagents_nb.harness import ModelRequest, ModelResponse, TokenEstimator, Usage
+from tinyagents_nb.harness import ModelRequest, ModelResponse, Usage
+from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 from tinyagents_nb.rlm import RLM, KernelEnvironment, RLMLimits
 

@@ -301,7 +301,8 @@ session's per-thread state.
     ),
     code(
         """
-from tinyagents_nb.harness import RunContext, get_state
+from tinyagents_nb.harness import RunContext
+from tinyagents_nb.harness.memory import get_state
 from tinyagents_nb.magics import agent_tool
 
 
@@ -859,7 +860,8 @@ whose output is large.
     ),
     code(
         """
-from tinyagents_nb.harness import AgentHarness, ContextProvidersMiddleware, ContextWindow, UserMessage, tool
+from tinyagents_nb.harness import AgentHarness, ContextWindow, UserMessage, tool
+from tinyagents_nb.harness.memory import ContextProvidersMiddleware
 
 
 class Handbook:
@@ -964,7 +966,7 @@ Compaction lost nothing: the full log is in the session's store under the key th
     ),
     code(
         """
-from tinyagents_nb.harness import TOOL_OUTPUT_NAMESPACE, load_tool_output
+from tinyagents_nb.harness.memory import TOOL_OUTPUT_NAMESPACE, load_tool_output
 
 key = session.store.keys(TOOL_OUTPUT_NAMESPACE)[0]
 log = load_tool_output(session.store, key)
@@ -1049,7 +1051,7 @@ The session's journal stores events as they are. To keep a secret out of a store
     ),
     code(
         """
-from tinyagents_nb.harness import InMemoryEventJournal, JournalSink, RedactingSink, secrets_from_env
+from tinyagents_nb.harness.observability import InMemoryEventJournal, JournalSink, RedactingSink, secrets_from_env
 from tinyagents_nb.magics import get_session
 
 SECRET = "swordfish-1234"  # a password the user is about to paste into a prompt
@@ -1140,7 +1142,7 @@ on, and a `RunStatusStore` rebuilds the run's status from the replayed events, a
     ),
     code(
         """
-from tinyagents_nb.harness import RunStatusStore, SQLiteEventJournal
+from tinyagents_nb.harness.observability import RunStatusStore, SQLiteEventJournal
 
 start = int(frame.loc[frame["kind"] == "tool.started", "offset"].iloc[0])
 reader = SQLiteEventJournal(JOURNAL)
@@ -1163,7 +1165,7 @@ where did the time go?
     ),
     code(
         """
-from tinyagents_nb.harness import AgentLatencyMetrics
+from tinyagents_nb.harness.observability import AgentLatencyMetrics
 
 metrics = AgentLatencyMetrics.from_record(session.journal.read_from(0, root_run_id=order.run_id))
 metrics.to_dataframe()

@@ -6,9 +6,7 @@ import inspect
 from decimal import Decimal
 from typing import Any
 
-from tinyagents_nb.harness import _events as E
-from tinyagents_nb.harness._messages import TextDelta, ThinkingDelta, ToolCallDelta
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness import TextDelta, ThinkingDelta, ToolCallDelta, Usage, _events as E
 
 USAGE = Usage(input_tokens=120, output_tokens=40, cached_input_tokens=20, reasoning_tokens=10, cache_write_tokens=5)
 

@@ -13,9 +13,7 @@ import pytest
 from tinyagents_nb.harness import (
     AgentHarness,
     AgentStream,
-    ApprovalDecided,
     ApprovalError,
-    ApprovalRequested,
     RunCancelled,
     RunConfig,
     RunContext,
@@ -28,6 +26,7 @@ from tinyagents_nb.harness import (
     tool,
 )
 from tinyagents_nb.harness._approval import arguments_sha256
+from tinyagents_nb.harness.events import ApprovalDecided, ApprovalRequested
 from tinyagents_nb.harness.testkit import EventRecorder, FakeTool, ScriptedModel
 
 pytestmark = pytest.mark.anyio
@@ -336,7 +335,7 @@ def test_approval_errors_are_typed() -> None:
 
 
 async def test_the_decision_lands_in_a_sqlite_journal_and_decodes_back(tmp_path: Any) -> None:
-    from tinyagents_nb.harness import JournalSink, SQLiteEventJournal
+    from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal
 
     journal = SQLiteEventJournal(tmp_path / "events.db")
     args = {"to": "a", "body": "b"}

@@ -10,7 +10,6 @@ from tinyagents_nb.harness import (
     AgentHarness,
     BudgetExceeded,
     ConfigurationError,
-    CostUnknownWarning,
     LimitExceeded,
     ModelPricing,
     RunConfig,
@@ -20,6 +19,7 @@ from tinyagents_nb.harness import (
     SubAgent,
     Usage,
 )
+from tinyagents_nb.harness.runtime import CostUnknownWarning
 from tinyagents_nb.harness.testkit import EventRecorder, FakeTool, ScriptedModel
 
 pytestmark = pytest.mark.anyio

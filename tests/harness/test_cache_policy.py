@@ -9,23 +9,22 @@ import pytest
 from tinyagents_nb.harness import (
     AgentHarness,
     AssistantMessage,
-    CacheLayoutEvent,
-    CachePolicy,
-    InMemoryResponseCache,
     Middleware,
     ModelRequest,
-    PromptBuilder,
-    PromptCacheGuardMiddleware,
     RunContext,
     RunPolicy,
     SystemMessage,
     ToolSchema,
     UserMessage,
-    event_from_dict,
     event_to_dict,
     tool,
 )
+from tinyagents_nb.harness.events import CacheLayoutEvent
+from tinyagents_nb.harness.middleware import CachePolicy, PromptCacheGuardMiddleware
+from tinyagents_nb.harness.observability import event_from_dict
+from tinyagents_nb.harness.prompts import PromptBuilder
 from tinyagents_nb.harness.providers._anthropic_wire import WireOptions, build_body
+from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -9,8 +9,7 @@ import anyio
 import anyio.lowlevel
 import pytest
 
-from tinyagents_nb.harness._cancel import CancellationToken
-from tinyagents_nb.harness._errors import Cancelled
+from tinyagents_nb.harness import CancellationToken, Cancelled
 
 
 def test_fresh_token_is_not_cancelled() -> None:

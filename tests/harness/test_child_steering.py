@@ -13,11 +13,11 @@ from tinyagents_nb.harness import (
     SteeringError,
     SteeringHandle,
     SteeringOutcome,
-    SteeringPolicy,
     SubAgent,
     SubAgentHandle,
     ToolMessage,
 )
+from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

@@ -4,15 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tinyagents_nb.harness import (
-    CONFIGURABLE_KEYS,
-    AgentHarness,
-    ConfigurationError,
-    FallbackPolicy,
-    RunConfig,
-    RunPolicy,
-    SubAgent,
-)
+from tinyagents_nb.harness import AgentHarness, ConfigurationError, FallbackPolicy, RunConfig, RunPolicy, SubAgent
+from tinyagents_nb.harness.models import CONFIGURABLE_KEYS
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

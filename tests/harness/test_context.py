@@ -7,13 +7,20 @@ from dataclasses import dataclass
 
 import pytest
 
-from tinyagents_nb.harness._cancel import CancellationToken
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError, SubAgentDepthError
-from tinyagents_nb.harness._events import AgentEvent, ModelStarted
-from tinyagents_nb.harness._ids import RunId, ThreadId
-from tinyagents_nb.harness._sink import EventSink
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness import (
+    AgentEvent,
+    CancellationToken,
+    ConfigurationError,
+    EventSink,
+    InvalidIdError,
+    ModelStarted,
+    RunConfig,
+    RunContext,
+    RunId,
+    SubAgentDepthError,
+    ThreadId,
+    Usage,
+)
 
 
 @dataclass

@@ -11,16 +11,8 @@ from typing import Any
 
 import pytest
 
-from tinyagents_nb.harness._cost import (
-    CostBreakdown,
-    CostRecord,
-    CostTotals,
-    CostTracker,
-    CostUnknownWarning,
-    ModelPricing,
-)
-from tinyagents_nb.harness._errors import ConfigurationError
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness import ConfigurationError, CostTotals, CostTracker, ModelPricing, Usage
+from tinyagents_nb.harness.runtime import CostBreakdown, CostRecord, CostUnknownWarning
 
 # $1 per million input tokens and $2 per million output tokens: easy hand arithmetic.
 SIMPLE = ModelPricing(input_per_mtok=Decimal(1), output_per_mtok=Decimal(2))
@@ -422,8 +414,7 @@ def test_empty_dataframe_keeps_columns_and_dtypes() -> None:
 def test_testkit_provider_is_free_not_unknown() -> None:
     from decimal import Decimal
 
-    from tinyagents_nb.harness._cost import CostTracker
-    from tinyagents_nb.harness._usage import Usage
+    from tinyagents_nb.harness import CostTracker, Usage
 
     tracker = CostTracker()
     cost, source = tracker.price("scripted", Usage(input_tokens=10, output_tokens=5), provider="test")

@@ -10,22 +10,24 @@ from tinyagents_nb.harness import (
     AgentHarness,
     AgentRun,
     ConfigurationError,
-    GuardrailResult,
-    GuardrailsMiddleware,
     GuardrailTripped,
-    GuardrailTrippedEvent,
-    InputGuardrail,
-    OutputGuardrail,
     RunContext,
     RunError,
     TinyAgentsError,
     ToolCall,
-    ToolGuardrail,
     ToolResult,
-    event_from_dict,
     event_to_dict,
     tool,
 )
+from tinyagents_nb.harness.events import GuardrailTrippedEvent
+from tinyagents_nb.harness.middleware import (
+    GuardrailResult,
+    GuardrailsMiddleware,
+    InputGuardrail,
+    OutputGuardrail,
+    ToolGuardrail,
+)
+from tinyagents_nb.harness.observability import event_from_dict
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -11,27 +11,33 @@ import anyio
 import pytest
 from pydantic import BaseModel
 
-from tinyagents_nb.harness._cancel import CancellationToken
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import (
+from tinyagents_nb.harness import (
+    AgentEvent,
+    AgentHarness,
+    AssistantMessage,
+    CancellationToken,
+    FallbackPolicy,
     LimitExceeded,
+    ModelProfile,
+    ModelResponse,
     ProviderError,
+    RetryPolicy,
     RunCancelled,
+    RunConfig,
+    RunContext,
+    RunLimits,
+    RunPolicy,
     RunTimeout,
     StructuredOutputError,
+    ToolCall,
     ToolError,
+    ToolMessage,
     UnknownToolError,
+    Usage,
+    UserMessage,
+    tool,
 )
-from tinyagents_nb.harness._events import AgentEvent
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._limits import RunLimits
-from tinyagents_nb.harness._messages import AssistantMessage, ToolCall, ToolMessage, UserMessage
-from tinyagents_nb.harness._model import ModelResponse
-from tinyagents_nb.harness._profile import ModelProfile
-from tinyagents_nb.harness._response_cache import InMemoryResponseCache
-from tinyagents_nb.harness._retry import FallbackPolicy, RetryPolicy
-from tinyagents_nb.harness._tools import tool
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import EventRecorder, FakeTool, ScriptedModel, SlowModel, StreamingMock, Trajectory
 
 pytestmark = pytest.mark.anyio
@@ -469,7 +475,7 @@ async def test_transcript_input_is_continued() -> None:
 
 
 async def test_empty_prompt_is_rejected() -> None:
-    from tinyagents_nb.harness._errors import ConfigurationError
+    from tinyagents_nb.harness import ConfigurationError
 
     with pytest.raises(ConfigurationError, match="empty"):
         await AgentHarness(model=ScriptedModel(["x"])).invoke("   ")

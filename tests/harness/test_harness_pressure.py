@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import ContextLimitError
-from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._messages import RETRIEVED_TAG, AssistantMessage, Message, SystemMessage, UserMessage
-from tinyagents_nb.harness._window import ContextWindow
+from tinyagents_nb.harness import (
+    RETRIEVED_TAG,
+    AgentHarness,
+    AssistantMessage,
+    ContextLimitError,
+    ContextWindow,
+    Message,
+    RunContext,
+    SystemMessage,
+    UserMessage,
+)
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio
@@ -69,7 +75,7 @@ async def test_pressure_can_be_turned_off() -> None:
 
 
 def _tool_with_doc(doc: str) -> object:
-    from tinyagents_nb.harness._tools import tool
+    from tinyagents_nb.harness import tool
 
     def lookup(query: str) -> str:
         return query
@@ -80,7 +86,7 @@ def _tool_with_doc(doc: str) -> object:
 
 async def test_tool_schema_tokens_follow_the_tool_set() -> None:
     """Registering or removing a tool between runs changes the estimate; the same set is counted once."""
-    from tinyagents_nb.harness._tools import tool
+    from tinyagents_nb.harness import tool
 
     @tool
     def small() -> str:

@@ -15,14 +15,20 @@ from tests.harness.replay_server import (
     sse_tool_call_chunks,
     usage_body,
 )
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import ContextLimitError, ProviderError
-from tinyagents_nb.harness._events import event_to_dict
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._messages import AssistantMessage, ToolMessage
-from tinyagents_nb.harness._openai import OpenAIChatModel
-from tinyagents_nb.harness._retry import FallbackPolicy, RetryPolicy
-from tinyagents_nb.harness._tools import tool
+from tinyagents_nb.harness import (
+    AgentHarness,
+    AssistantMessage,
+    ContextLimitError,
+    FallbackPolicy,
+    ProviderError,
+    RetryPolicy,
+    RunContext,
+    RunPolicy,
+    ToolMessage,
+    event_to_dict,
+    tool,
+)
+from tinyagents_nb.harness.providers import OpenAIChatModel
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -4,8 +4,8 @@ import threading
 
 import pytest
 
-from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError
-from tinyagents_nb.harness._ids import CallId, RunId, ThreadId
+from tinyagents_nb.harness import ConfigurationError, InvalidIdError, RunId, ThreadId
+from tinyagents_nb.harness.runtime import CallId
 
 
 def test_new_ids_carry_their_prefix_and_type() -> None:

@@ -5,7 +5,7 @@ from types import MappingProxyType
 
 import pytest
 
-from tinyagents_nb.harness._errors import ConfigurationError
+from tinyagents_nb.harness import ConfigurationError
 from tinyagents_nb.harness._json import freeze_json, freeze_json_object, thaw_json
 
 

@@ -5,9 +5,8 @@ import math
 
 import pytest
 
-from tinyagents_nb.harness._context import RunConfig
-from tinyagents_nb.harness._errors import ConfigurationError, LimitExceeded, RunTimeout
-from tinyagents_nb.harness._limits import LimitTracker, RunLimits
+from tinyagents_nb.harness import ConfigurationError, LimitExceeded, RunConfig, RunLimits, RunTimeout
+from tinyagents_nb.harness.runtime import LimitTracker
 
 
 class FakeClock:

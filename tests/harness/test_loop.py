@@ -11,16 +11,28 @@ from typing import Any
 import anyio
 import pytest
 
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ProviderError, RunCancelled, RunTimeout
-from tinyagents_nb.harness._events import AgentEvent
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._limits import RunLimits
-from tinyagents_nb.harness._messages import AssistantMessage, TextDelta
-from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ModelStreamItem, StreamFinish
-from tinyagents_nb.harness._retry import FallbackPolicy, RateLimiter, RetryPolicy
-from tinyagents_nb.harness._subagent import SubAgent
-from tinyagents_nb.harness._tools import tool
+from tinyagents_nb.harness import (
+    AgentEvent,
+    AgentHarness,
+    AssistantMessage,
+    FallbackPolicy,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamItem,
+    ProviderError,
+    RateLimiter,
+    RetryPolicy,
+    RunCancelled,
+    RunConfig,
+    RunContext,
+    RunLimits,
+    RunPolicy,
+    RunTimeout,
+    StreamFinish,
+    SubAgent,
+    TextDelta,
+    tool,
+)
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

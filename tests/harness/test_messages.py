@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
     AssistantMessage,
     ImageRef,
     JsonBlock,

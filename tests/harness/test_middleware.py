@@ -6,29 +6,33 @@ from typing import Any
 
 import pytest
 
-from tinyagents_nb.harness._builtin_middleware import (
+from tinyagents_nb.harness import (
+    AgentHarness,
+    AgentRun,
+    AssistantMessage,
+    ConfigurationError,
+    Message,
+    MessageDelta,
+    Middleware,
+    MiddlewareStack,
+    ModelRequest,
+    ModelResponse,
+    ProviderError,
+    RunContext,
+    SystemMessage,
+    ToolCall,
+    ToolResult,
+    Usage,
+    UserMessage,
+    tool,
+)
+from tinyagents_nb.harness.memory import KeepLast
+from tinyagents_nb.harness.middleware import (
     LoggingMiddleware,
     MessageTrimMiddleware,
     PromptCacheGuardMiddleware,
     UsageAccountingMiddleware,
 )
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, ProviderError
-from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._messages import (
-    AssistantMessage,
-    Message,
-    MessageDelta,
-    SystemMessage,
-    ToolCall,
-    UserMessage,
-)
-from tinyagents_nb.harness._middleware import Middleware, MiddlewareStack
-from tinyagents_nb.harness._model import ModelRequest, ModelResponse
-from tinyagents_nb.harness._run import AgentRun
-from tinyagents_nb.harness._tools import ToolResult, tool
-from tinyagents_nb.harness._trim import KeepLast
-from tinyagents_nb.harness._usage import Usage
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

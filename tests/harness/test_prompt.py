@@ -8,10 +8,19 @@ from typing import Any
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tinyagents_nb.harness._errors import ConfigurationError
-from tinyagents_nb.harness._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
-from tinyagents_nb.harness._model import ModelRequest, ToolSchema
-from tinyagents_nb.harness._prompt import MessagesTemplate, PromptBuilder, PromptCacheLayout, PromptTemplate
+from tinyagents_nb.harness import (
+    AssistantMessage,
+    ConfigurationError,
+    Message,
+    ModelRequest,
+    PromptTemplate,
+    SystemMessage,
+    ToolMessage,
+    ToolSchema,
+    UserMessage,
+)
+from tinyagents_nb.harness.middleware import PromptCacheLayout
+from tinyagents_nb.harness.prompts import MessagesTemplate, PromptBuilder
 
 WEATHER = ToolSchema(name="weather", description="Weather for a city", parameters={"type": "object"})
 SEARCH = ToolSchema(name="search", description="Search the web")

@@ -16,20 +16,25 @@ import anyio.lowlevel
 import httpx
 import pytest
 
-from tinyagents_nb.harness._cancel import CancellationToken
-from tinyagents_nb.harness._errors import (
+from tinyagents_nb.harness import (
+    CancellationToken,
     Cancelled,
     ConfigurationError,
     ContextLimitError,
+    FallbackPolicy,
     LimitExceeded,
     ModelNotFound,
+    ModelRequest,
+    ModelResponse,
+    ModelStreamItem,
     ProviderError,
+    RateLimiter,
+    RetryPolicy,
     RunTimeout,
     StructuredOutputError,
     ToolError,
 )
-from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ModelStreamItem
-from tinyagents_nb.harness._retry import FallbackPolicy, RateLimiter, RetryPolicy, call_with_retry, is_retryable
+from tinyagents_nb.harness.runtime import call_with_retry, is_retryable
 
 # ------------------------------------------------------------------------------------------ helpers
 

@@ -10,8 +10,6 @@ from tinyagents_nb.harness import (
     AgentHarness,
     FallbackPolicy,
     LimitExceeded,
-    LimitKind,
-    LimitReached,
     Middleware,
     ModelRequest,
     ProviderError,
@@ -24,6 +22,8 @@ from tinyagents_nb.harness import (
     event_to_dict,
     tool,
 )
+from tinyagents_nb.harness.events import LimitReached
+from tinyagents_nb.harness.runtime import LimitKind
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

@@ -9,29 +9,31 @@ import pytest
 from tinyagents_nb.harness import (
     AgentHarness,
     AssistantMessage,
-    CapabilitySet,
     ConfigurationError,
     FallbackPolicy,
-    InMemoryResponseCache,
     Message,
     Middleware,
-    ModelHint,
     ModelNotFound,
     ModelProfile,
     ModelRegistry,
     ModelRequest,
     ModelResponse,
-    ModelSelection,
     ProviderError,
-    ResolvedModel,
     RetryPolicy,
     RunContext,
     RunPolicy,
-    TokenEstimator,
     UserMessage,
+)
+from tinyagents_nb.harness.models import (
+    CapabilitySet,
+    ModelHint,
+    ModelSelection,
+    ResolvedModel,
+    TokenEstimator,
     profile_for,
     select_model,
 )
+from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

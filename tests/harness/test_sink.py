@@ -6,9 +6,7 @@ import threading
 import anyio
 import pytest
 
-from tinyagents_nb.harness._events import AgentEvent, ModelDelta, RunCompleted, RunStarted
-from tinyagents_nb.harness._messages import TextDelta
-from tinyagents_nb.harness._sink import EventSink
+from tinyagents_nb.harness import AgentEvent, EventSink, ModelDelta, RunCompleted, RunStarted, TextDelta
 
 
 def ev(n: int = 0) -> AgentEvent:

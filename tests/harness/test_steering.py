@@ -7,32 +7,31 @@ import anyio
 import pytest
 from pydantic import ValidationError
 
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, RunCancelled, SteeringError
-from tinyagents_nb.harness._harness import AgentHarness
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
+    AgentHarness,
     AssistantMessage,
+    Cancel,
+    ConfigurationError,
+    InjectMessage,
     Message,
+    ModelRequest,
+    ModelResponse,
+    Pause,
+    Redirect,
+    Resume,
+    RunCancelled,
+    RunConfig,
+    RunContext,
+    SetMetadata,
+    SteeringError,
+    SteeringHandle,
     SystemMessage,
     ToolCall,
     ToolMessage,
     UserMessage,
+    tool,
 )
-from tinyagents_nb.harness._model import ModelRequest, ModelResponse
-from tinyagents_nb.harness._steering import (
-    Cancel,
-    InjectMessage,
-    Pause,
-    Redirect,
-    Resume,
-    SetMetadata,
-    SteeringCommand,
-    SteeringHandle,
-    SteeringPolicy,
-    steering_from_dict,
-    steering_to_dict,
-)
-from tinyagents_nb.harness._tools import tool
+from tinyagents_nb.harness.steering import SteeringCommand, SteeringPolicy, steering_from_dict, steering_to_dict
 from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
 
 pytestmark = pytest.mark.anyio
@@ -256,7 +255,7 @@ async def test_cancel_command_cancels_the_run_and_token() -> None:
 
 
 async def test_pause_respects_the_wall_clock() -> None:
-    from tinyagents_nb.harness._errors import RunTimeout
+    from tinyagents_nb.harness import RunTimeout
 
     handle = SteeringHandle(SteeringPolicy.allow_all())
     ctx = RunContext(config=RunConfig(timeout_s=0.1)).with_steering(handle)

@@ -9,7 +9,6 @@ import anyio
 import pytest
 
 from tinyagents_nb.harness import (
-    MODE_KINDS,
     AgentHarness,
     AgentRun,
     ConfigurationError,
@@ -27,6 +26,7 @@ from tinyagents_nb.harness import (
     TextDelta,
     tool,
 )
+from tinyagents_nb.harness.runtime import MODE_KINDS
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

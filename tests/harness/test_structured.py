@@ -9,21 +9,28 @@ from hypothesis import given, settings, strategies as st
 from pydantic import BaseModel
 from typing_extensions import TypedDict  # pydantic needs it for TypedDicts on Python < 3.12
 
-from tinyagents_nb.harness._errors import ConfigurationError, StructuredOutputError
-from tinyagents_nb.harness._messages import AssistantMessage, SystemMessage, ToolCall, UserMessage
-from tinyagents_nb.harness._model import ModelRequest, ModelResponse, ResponseFormat, ToolSchema
-from tinyagents_nb.harness._profile import ModelProfile
+from tinyagents_nb.harness import (
+    AssistantMessage,
+    ConfigurationError,
+    ModelProfile,
+    ModelRequest,
+    ModelResponse,
+    StructuredOutputError,
+    SystemMessage,
+    ToolCall,
+    ToolSchema,
+    UserMessage,
+)
 from tinyagents_nb.harness._structured import (
     OutputSpec,
     StructuredOutput,
     StructuredStrategy,
-    extract_structured,
-    is_structured_call,
-    parse_json_lenient,
     prepare_request,
     schema_errors,
     strategy_for_profile,
 )
+from tinyagents_nb.harness._structured_extract import extract_structured, is_structured_call, parse_json_lenient
+from tinyagents_nb.harness.models import ResponseFormat
 
 
 class City(BaseModel):

@@ -5,14 +5,19 @@ from __future__ import annotations
 import pytest
 from pydantic import BaseModel
 
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._errors import ConfigurationError, LimitExceeded, StructuredOutputError
-from tinyagents_nb.harness._events import StructuredRepair
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._limits import RunLimits
+from tinyagents_nb.harness import (
+    AgentHarness,
+    ConfigurationError,
+    LimitExceeded,
+    ModelProfile,
+    RunContext,
+    RunLimits,
+    RunPolicy,
+    StructuredOutputError,
+    tool,
+)
 from tinyagents_nb.harness._messages import REPAIR_TAG, AssistantMessage, ToolCall, ToolMessage, UserMessage
-from tinyagents_nb.harness._profile import ModelProfile
-from tinyagents_nb.harness._tools import tool
+from tinyagents_nb.harness.events import StructuredRepair
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -8,15 +8,22 @@ import time
 import anyio
 import pytest
 
-from tinyagents_nb.harness._context import RunConfig, RunContext
-from tinyagents_nb.harness._cost import CostTracker, ModelPricing
-from tinyagents_nb.harness._errors import RunCancelled, SubAgentDepthError
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._ids import RunId
-from tinyagents_nb.harness._limits import RunLimits
-from tinyagents_nb.harness._messages import ToolMessage
-from tinyagents_nb.harness._subagent import SubAgent, SubAgentSession
-from tinyagents_nb.harness._usage import Usage
+from tinyagents_nb.harness import (
+    AgentHarness,
+    CostTracker,
+    ModelPricing,
+    RunCancelled,
+    RunConfig,
+    RunContext,
+    RunId,
+    RunLimits,
+    RunPolicy,
+    SubAgent,
+    SubAgentDepthError,
+    SubAgentSession,
+    ToolMessage,
+    Usage,
+)
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel, SlowModel, Trajectory
 
 pytestmark = pytest.mark.anyio

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from tinyagents_nb.harness import _tokens
-from tinyagents_nb.harness._errors import ConfigurationError
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
     AssistantMessage,
+    ConfigurationError,
     ImageRef,
     JsonBlock,
     Message,
@@ -26,6 +25,7 @@ from tinyagents_nb.harness._messages import (
     ToolCall,
     ToolMessage,
     UserMessage,
+    _tokens,
 )
 from tinyagents_nb.harness._tokens import (
     IMAGE_TOKENS,
@@ -182,7 +182,7 @@ _OFFLINE_SCRIPT = textwrap.dedent(
     socket.getaddrinfo = _no_network
 
     import json, os
-    from tinyagents_nb.harness._tokens import tokenizer_for_model
+    from tinyagents_nb.harness.models import tokenizer_for_model
 
     counter = tokenizer_for_model(MODEL)
     out = {"name": counter.name, "exact": counter.exact, "backend": counter.backend,

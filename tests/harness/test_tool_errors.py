@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tinyagents_nb.harness._context import RunContext
+from tinyagents_nb.harness import (
+    AgentHarness,
+    RunContext,
+    RunFailed,
+    RunPolicy,
+    ToolCompleted,
+    ToolFailed,
+    ToolMessage,
+    tool,
+)
 from tinyagents_nb.harness._errors import ToolError, describe_error
-from tinyagents_nb.harness._events import RunFailed, ToolCompleted, ToolFailed
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._messages import ToolMessage
-from tinyagents_nb.harness._tools import tool
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

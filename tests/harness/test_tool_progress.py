@@ -7,8 +7,6 @@ import pytest
 from tinyagents_nb.harness import (
     AgentHarness,
     ConfigurationError,
-    HookCounter,
-    HookCounts,
     Middleware,
     RunContext,
     ToolCall,
@@ -16,6 +14,7 @@ from tinyagents_nb.harness import (
     ToolReporter,
     tool,
 )
+from tinyagents_nb.harness.middleware import HookCounter, HookCounts
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

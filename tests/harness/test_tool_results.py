@@ -5,23 +5,21 @@ from __future__ import annotations
 import pytest
 
 from tinyagents_nb.harness import (
-    TOOL_OUTPUT_NAMESPACE,
     AgentHarness,
-    CompactToolOutputs,
     ConfigurationError,
     InMemoryStore,
     ModelRequest,
     RunConfig,
     RunContext,
-    StoreRegistry,
-    TokenEstimator,
     ToolCall,
     ToolMessage,
     ToolResult,
-    ToolResultLimit,
-    load_tool_output,
     tool,
 )
+from tinyagents_nb.harness.memory import TOOL_OUTPUT_NAMESPACE, CompactToolOutputs, load_tool_output
+from tinyagents_nb.harness.models import TokenEstimator
+from tinyagents_nb.harness.runtime import ToolResultLimit
+from tinyagents_nb.harness.stores import StoreRegistry
 from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -16,18 +16,26 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from tinyagents_nb.harness._cancel import CancellationToken
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._cost import CostTracker
-from tinyagents_nb.harness._errors import ConfigurationError, ToolArgumentsError, ToolDefinitionError
-from tinyagents_nb.harness._messages import ToolCall, ToolMessage
-from tinyagents_nb.harness._model import ToolSchema
-from tinyagents_nb.harness._registries import CacheRegistry, StoreRegistry
-from tinyagents_nb.harness._sink import EventSink
-from tinyagents_nb.harness._stores import Store
-from tinyagents_nb.harness._tool_registry import ToolRegistry
-from tinyagents_nb.harness._tools import FunctionTool, Injected, Tool, ToolResult, tool
-from tinyagents_nb.harness._usage import UsageTracker
+from tinyagents_nb.harness import (
+    CancellationToken,
+    ConfigurationError,
+    CostTracker,
+    EventSink,
+    FunctionTool,
+    Injected,
+    RunContext,
+    Tool,
+    ToolArgumentsError,
+    ToolCall,
+    ToolDefinitionError,
+    ToolMessage,
+    ToolRegistry,
+    ToolResult,
+    ToolSchema,
+    UsageTracker,
+    tool,
+)
+from tinyagents_nb.harness.stores import CacheRegistry, Store, StoreRegistry
 
 
 @dataclass

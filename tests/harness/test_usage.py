@@ -8,9 +8,8 @@ import threading
 import pytest
 from hypothesis import given, strategies as st
 
-from tinyagents_nb.harness._errors import ConfigurationError, InvalidIdError
-from tinyagents_nb.harness._ids import CallId, RunId
-from tinyagents_nb.harness._usage import Usage, UsageRecord, UsageTracker
+from tinyagents_nb.harness import ConfigurationError, InvalidIdError, RunId, Usage, UsageTracker
+from tinyagents_nb.harness.runtime import CallId, UsageRecord
 
 FIELDS = (
     "input_tokens",

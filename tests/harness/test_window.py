@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from tinyagents_nb.harness._errors import ConfigurationError, ModelNotFound
+from tinyagents_nb.harness import ConfigurationError, ModelNotFound
 from tinyagents_nb.harness._window import (
     DEFAULT_RESERVED_OUTPUT_TOKENS,
     ContextWindow,

@@ -10,15 +10,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from tinyagents_nb.harness import (
-    ApprovalDecided,
-    BudgetExceeded,
-    ModelPricing,
-    ToolCall,
-    ToolMessage,
-    Usage,
-    tool,
-)
+from tinyagents_nb.harness import BudgetExceeded, ModelPricing, ToolCall, ToolMessage, Usage, tool
+from tinyagents_nb.harness.events import ApprovalDecided
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel, SlowModel
 from tinyagents_nb.magics import NotebookSession
 from tinyagents_nb.magics._budget import frontend_can_answer, session_budget, unattended_decision

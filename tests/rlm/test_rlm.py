@@ -18,8 +18,8 @@ from tinyagents_nb.harness import (
     RunTimeout,
     SubAgentStarted,
     Usage,
-    UsageRecorded,
 )
+from tinyagents_nb.harness.events import UsageRecorded
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 from tinyagents_nb.rlm import RLM, Environment, RLMCode, RLMLimits, RLMOutput
 

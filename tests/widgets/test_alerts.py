@@ -7,16 +7,14 @@ import pytest
 from tinyagents_nb.harness import (
     AgentHarness,
     BudgetExceeded,
-    GuardrailsMiddleware,
     GuardrailTripped,
-    OutputGuardrail,
     RunConfig,
     RunLimits,
     RunPolicy,
     RunTimeout,
-    ToolGuardrail,
     Usage,
 )
+from tinyagents_nb.harness.middleware import GuardrailsMiddleware, OutputGuardrail, ToolGuardrail
 from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel, SlowModel
 from tinyagents_nb.widgets import RunDashboard
 

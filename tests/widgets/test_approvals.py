@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from tinyagents_nb.harness import AgentHarness, ApprovalDecided, ToolCall, ToolMessage, tool
+from tinyagents_nb.harness import AgentHarness, ToolCall, ToolMessage, tool
+from tinyagents_nb.harness.events import ApprovalDecided
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 from tinyagents_nb.widgets import RunDashboard
 

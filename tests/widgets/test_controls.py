@@ -8,13 +8,8 @@ from typing import Any
 
 import pytest
 
-from tinyagents_nb.harness import (
-    AgentHarness,
-    RunContext,
-    SteeringHandle,
-    SteeringPolicy,
-    UserMessage,
-)
+from tinyagents_nb.harness import AgentHarness, RunContext, SteeringHandle, UserMessage
+from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel, StreamingMock
 from tinyagents_nb.widgets import RunDashboard
 

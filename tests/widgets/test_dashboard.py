@@ -127,7 +127,7 @@ async def test_a_completed_run_fills_every_pane(comms: CommLog) -> None:
     assert all(section in dash.widget.children for section in sections)
 
 
-@pytest.mark.filterwarnings("ignore::tinyagents_nb.harness.CostUnknownWarning")
+@pytest.mark.filterwarnings("ignore::tinyagents_nb.harness.runtime.CostUnknownWarning")
 async def test_an_unknown_price_is_shown_as_unknown_never_zero(comms: CommLog) -> None:
     model = AcmeModel([ScriptedModel.text("hi", usage=Usage(input_tokens=10, output_tokens=3))], model_name="mystery")
     stream = AgentHarness(model=model).invoke_streaming("hello")
@@ -341,8 +341,7 @@ async def test_a_key_echoed_in_a_provider_error_never_reaches_widget_state(comms
 async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms: CommLog) -> None:
     from collections.abc import AsyncGenerator
 
-    from tinyagents_nb.harness import RetryPolicy, RunPolicy, TextDelta
-    from tinyagents_nb.harness._model import StreamFinish
+    from tinyagents_nb.harness import RetryPolicy, RunPolicy, StreamFinish, TextDelta
 
     class Flaky(ScriptedModel):
         async def stream(self, request: Any) -> AsyncGenerator[Any, None]:

@@ -11,13 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from ._cache_policy import CacheLayoutEvent, PrefixStatus
 from ._errors import ConfigurationError
-from ._messages import Message, ToolCall
+from ._messages import Message, ToolCall, stable_prefix_len
 from ._middleware import Middleware
 from ._model import ModelRequest, ModelResponse
-from ._summarization import _stable_prefix_len
 from ._tokens import TokenEstimator
-from ._trim import TrimStrategy, trim_messages
 from ._usage import Usage
+from .memory import TrimStrategy, trim_messages
 
 if TYPE_CHECKING:
     from ._context import RunContext
@@ -101,7 +100,7 @@ class UsageAccountingMiddleware(Middleware):
 
 def _prefix_fingerprint(request: ModelRequest) -> str:
     # the stable prefix only: a summary or retrieved context after it is history, checked as such
-    system = [m.text for m in request.messages[: _stable_prefix_len(request.messages)]]
+    system = [m.text for m in request.messages[: stable_prefix_len(request.messages)]]
     tools = [[t.name, t.description, dict(t.parameters)] for t in request.tools]
     blob = json.dumps([system, tools], sort_keys=True, default=str, separators=(",", ":"))
     return hashlib.sha256(blob.encode()).hexdigest()
@@ -158,7 +157,7 @@ class PromptCacheGuardMiddleware(Middleware):
         ctx.emit(
             CacheLayoutEvent,
             status=status,
-            stable_messages=_stable_prefix_len(request.messages),
+            stable_messages=stable_prefix_len(request.messages),
             shared_messages=shared,
             messages=len(request.messages),
             tools=len(request.tools),

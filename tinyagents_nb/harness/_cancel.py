@@ -18,12 +18,19 @@ import math
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
 
 import anyio
 
 from ._errors import Cancelled
 
-__all__ = ["CancellationToken"]
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from ._messages import Message
+    from ._usage import Usage
+
+__all__ = ["CancellationToken", "RunCancelled"]
 
 _log = logging.getLogger("tinyagents_nb")
 
@@ -171,3 +178,26 @@ class CancellationToken:
 
 def _noop() -> None:
     return None
+
+
+class RunCancelled(Cancelled):
+    """A run ended cancelled; it carries what was produced before the cancel.
+
+    Attributes:
+        run_id: The cancelled run.
+        messages: The partial transcript at the moment cancellation was observed.
+        usage: Usage recorded by the run (and its sub-agents) before the cancel.
+    """
+
+    def __init__(
+        self,
+        reason: str | None = None,
+        *,
+        run_id: str,
+        messages: Sequence[Message] = (),
+        usage: Usage | None = None,
+    ) -> None:
+        super().__init__(reason)
+        self.run_id = run_id
+        self.messages: tuple[Message, ...] = tuple(messages)
+        self.usage = usage

@@ -9,7 +9,7 @@ TinyAgentsError
 ├── StoreError                           a store is closed, locked past its timeout, or the disk failed
 └── RunError                             a run ended without a normal completion
     ├── Cancelled                        cooperative cancellation was observed
-    │   └── RunCancelled                 ... carrying the partial transcript and usage
+    │   └── RunCancelled                 ... carrying the partial transcript and usage (in _cancel)
     ├── LimitExceeded                    a fail-closed cap tripped (model/tool calls, depth, ...)
     │   └── RunTimeout (TimeoutError)    the wall-clock budget ran out
     ├── SubAgentDepthError               a child would run deeper than ``max_depth``
@@ -29,12 +29,7 @@ harness means; Python's own ``asyncio.CancelledError`` is never swallowed or con
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ._messages import Message
-    from ._usage import Usage
+from collections.abc import Mapping
 
 __all__ = [
     "Cancelled",
@@ -45,7 +40,6 @@ __all__ = [
     "LimitExceeded",
     "ModelNotFound",
     "ProviderError",
-    "RunCancelled",
     "RunError",
     "RunTimeout",
     "SteeringError",
@@ -131,29 +125,6 @@ class Cancelled(RunError):
     def __init__(self, reason: str | None = None) -> None:
         super().__init__("run cancelled" + (f": {reason}" if reason else ""))
         self.reason = reason
-
-
-class RunCancelled(Cancelled):
-    """A run ended cancelled; it carries what was produced before the cancel.
-
-    Attributes:
-        run_id: The cancelled run.
-        messages: The partial transcript at the moment cancellation was observed.
-        usage: Usage recorded by the run (and its sub-agents) before the cancel.
-    """
-
-    def __init__(
-        self,
-        reason: str | None = None,
-        *,
-        run_id: str,
-        messages: Sequence[Message] = (),
-        usage: Usage | None = None,
-    ) -> None:
-        super().__init__(reason)
-        self.run_id = run_id
-        self.messages: tuple[Message, ...] = tuple(messages)
-        self.usage = usage
 
 
 class LimitExceeded(RunError):

@@ -11,7 +11,8 @@ from ._approval import ApprovalDecision, ApprovalDesk, ApprovalRequest, Unattend
 from ._cache_policy import CachePolicy
 from ._child_steering import SubAgentHandle, find_child
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
-from ._context import RunConfig, RunContext
+from ._config import RunConfig
+from ._context import RunContext
 from ._errors import ConfigurationError, SteeringError
 from ._events import AgentEvent
 from ._limits import RunLimits
@@ -20,10 +21,7 @@ from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, Us
 from ._middleware import Middleware, MiddlewareStack
 from ._middleware_events import trace_hook
 from ._model import ChatModel, ModelRequest, ToolSchema
-from ._pressure import ContextPressureChain
 from ._profile import ModelProfile
-from ._providers import resolve_model
-from ._response_cache import ResponseCache
 from ._retry import FallbackPolicy, RateLimiter, RetryPolicy
 from ._run import AgentRun, HarnessRunStatus
 from ._run_sync import run_blocking as _run_blocking
@@ -35,6 +33,9 @@ from ._tokens import TokenEstimator
 from ._tool_registry import ToolProvider, ToolRegistry
 from ._tools import Tool
 from ._window import ContextWindow
+from .memory import ContextPressureChain
+from .providers import resolve_model
+from .stores import ResponseCache
 
 __all__ = ["AgentHarness", "AgentInput", "AgentStream", "RunPolicy"]
 

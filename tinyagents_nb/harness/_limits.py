@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Literal, TypeAlias
 from ._errors import ConfigurationError, LimitExceeded, RunTimeout
 
 if TYPE_CHECKING:
-    from ._context import RunConfig
+    from ._config import RunConfig
 
 __all__ = ["LimitKind", "LimitTracker", "RunLimits", "UnknownPrice"]
 

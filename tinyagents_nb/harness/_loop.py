@@ -17,13 +17,13 @@ import anyio
 
 from ._approval import gate_tool_call
 from ._budget import bind_budgets, check_request_budget
+from ._cancel import RunCancelled
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
 from ._controls import SkipTool, take_stop
 from ._errors import (
     Cancelled,
     LimitExceeded,
-    RunCancelled,
     RunTimeout,
     TinyAgentsError,
     ToolArgumentsError,
@@ -63,8 +63,6 @@ from ._messages import (
     ToolMessage,
 )
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
-from ._reactive import call_compacting
-from ._response_cache import ResponseCache, cache_key
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._selection import eligible_models, refit_for, with_resolved
@@ -73,9 +71,12 @@ from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
 from ._tool_progress import bind_reporter, unbind_reporter
 from ._tools import Tool, ToolResult
+from .memory import call_compacting
+from .stores import ResponseCache, cache_key
 
 if TYPE_CHECKING:
-    from ._context import RunConfig, RunContext
+    from ._config import RunConfig
+    from ._context import RunContext
     from ._harness import AgentHarness
 
 __all__: list[str] = []

@@ -43,6 +43,8 @@ RETRIEVED_TAG = "retrieved"
 REPAIR_TAG = "structured_repair"
 """Tag on the user message asking the model to fix an invalid structured answer: a follow-up within
 the current turn, not a new question (trimming keeps it with the question it follows)."""
+SUMMARY_TAG = "summary"
+"""Tag on the system message that carries a summary; the next compaction folds it into the new one."""
 
 JsonValue: TypeAlias = Any
 """A value that survives ``json.dumps``; kept as ``Any`` because recursive aliases defeat pydantic here."""
@@ -257,3 +259,16 @@ def messages_to_json(messages: Sequence[Message]) -> str:
 def messages_from_json(text: str | bytes) -> list[Message]:
     """Parse a transcript serialized by ``messages_to_json``."""
     return _adapter().validate_json(text)
+
+
+def stable_prefix_len(messages: Sequence[Message]) -> int:
+    """Leading system messages that are neither retrieved nor a summary: the cacheable prefix.
+
+    Prompt caching and every compaction agree on this boundary, so it lives with the messages.
+    """
+    n = 0
+    for m in messages:
+        if not isinstance(m, SystemMessage) or RETRIEVED_TAG in m.tags or SUMMARY_TAG in m.tags:
+            break
+        n += 1
+    return n

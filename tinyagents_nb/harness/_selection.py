@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from ._capabilities import CapabilitySet, ModelResolutionSource, ModelSelection, ResolvedModel
 from ._errors import ModelNotFound
 from ._model import ModelResponse
-from ._pressure import ContextPressureChain
 from ._profile import ModelProfile, profile_for
-from ._providers import ModelRegistry, resolve_model
 from ._tokens import TokenEstimator
 from ._window import ContextWindow
+from .memory import ContextPressureChain
+from .providers import ModelRegistry, resolve_model
 
 if TYPE_CHECKING:
     from ._context import RunContext

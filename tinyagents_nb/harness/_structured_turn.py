@@ -16,7 +16,8 @@ from ._errors import StructuredOutputError
 from ._events import StructuredRepair
 from ._messages import REPAIR_TAG, Message, ToolCall, ToolMessage, UserMessage
 from ._model import ModelResponse
-from ._structured import OutputSpec, StructuredOutput, StructuredStrategy, extract_structured, is_structured_call
+from ._structured import OutputSpec, StructuredOutput, StructuredStrategy
+from ._structured_extract import extract_structured, is_structured_call
 
 if TYPE_CHECKING:
     from ._context import RunContext

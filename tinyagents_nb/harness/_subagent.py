@@ -13,9 +13,11 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._cancel import RunCancelled
 from ._child_steering import make_steerable
-from ._context import RunConfig, RunContext
-from ._errors import ConfigurationError, LimitExceeded, RunCancelled, RunTimeout, SubAgentDepthError
+from ._config import RunConfig
+from ._context import RunContext
+from ._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
 from ._events import AgentEvent, SubAgentCompleted, SubAgentReused, SubAgentStarted
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._model import ToolSchema

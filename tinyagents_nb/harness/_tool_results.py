@@ -19,12 +19,12 @@ from ._context import RunContext
 from ._errors import ConfigurationError
 from ._messages import dump_messages
 from ._middleware import Middleware
-from ._pressure import TOOL_OUTPUT_NAMESPACE, load_tool_output
 from ._tools import FunctionTool, ToolResult, tool
+from .memory import TOOL_OUTPUT_NAMESPACE, load_tool_output
 
 if TYPE_CHECKING:
     from ._messages import ToolCall, ToolMessage
-    from ._stores import Store
+    from .stores import Store
 
 __all__ = ["TRUNCATED_TAG", "ToolResultLimit"]
 

@@ -49,12 +49,11 @@ from ._cost import CostTracker
 from ._errors import ConfigurationError, ToolArgumentsError, ToolDefinitionError
 from ._messages import ToolCall, ToolMessage
 from ._model import ToolSchema
-from ._registries import CacheRegistry, StoreRegistry
 from ._sink import EventSink
-from ._stores import Store
 from ._tool_progress import ToolReporter, current_reporter
 from ._tool_schema import _format_errors, _hint_source, _hints, _is_async, _parse_docstring, _strip_titles
 from ._usage import UsageTracker
+from .stores import CacheRegistry, Store, StoreRegistry
 
 __all__ = ["FunctionTool", "Injected", "Tool", "ToolResult", "tool"]
 

@@ -25,11 +25,10 @@ from tinyagents_nb.harness import (
     ModelStreamItem,
     ProviderError,
     StreamFinish,
-    StreamUsage,
     TextDelta,
-    TokenEstimator,
     Usage,
 )
+from tinyagents_nb.harness.models import StreamUsage, TokenEstimator
 
 from ._session import NotebookSession, get_session
 

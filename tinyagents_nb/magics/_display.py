@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from tinyagents_nb.harness import (
     AssistantMessage,
     ContextWindow,
-    CostRecord,
     CostTotals,
     CostTracker,
     Message,
@@ -24,6 +23,7 @@ from tinyagents_nb.harness import (
     UsageTracker,
     known_providers,
 )
+from tinyagents_nb.harness.runtime import CostRecord
 
 from ._handle import NotebookRun
 

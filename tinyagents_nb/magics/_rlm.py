@@ -12,7 +12,8 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from tinyagents_nb.harness import ConfigurationError, SteeringHandle, SteeringPolicy
+from tinyagents_nb.harness import ConfigurationError, SteeringHandle
+from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits
 
 from ._handle import NotebookRun

@@ -23,8 +23,6 @@ from tinyagents_nb.harness import (
     ConfigurationError,
     ContextWindow,
     FunctionTool,
-    JournalSink,
-    MemoryMiddleware,
     Message,
     ModelNotFound,
     ModelRegistry,
@@ -32,22 +30,19 @@ from tinyagents_nb.harness import (
     RunContext,
     RunLimits,
     RunPolicy,
-    SessionState,
-    ShortTermMemory,
-    SQLiteEventJournal,
     SQLiteStore,
     SteeringHandle,
-    SteeringPolicy,
-    StoreChatHistory,
-    StoreRegistry,
     ThreadId,
-    TokenEstimator,
     Tool,
     ToolRegistry,
-    events_to_dataframe,
     resolve_model,
     tool,
 )
+from tinyagents_nb.harness.memory import MemoryMiddleware, SessionState, ShortTermMemory, StoreChatHistory
+from tinyagents_nb.harness.models import TokenEstimator
+from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal, events_to_dataframe
+from tinyagents_nb.harness.steering import SteeringPolicy
+from tinyagents_nb.harness.stores import StoreRegistry
 
 from . import _display
 from ._budget import session_budget, unattended_decision

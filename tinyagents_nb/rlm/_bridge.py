@@ -22,14 +22,8 @@ from typing import Any
 
 import anyio
 
-from tinyagents_nb.harness import (
-    AgentHarness,
-    Cancelled,
-    LimitExceeded,
-    LimitReached,
-    RunContext,
-    SubAgent,
-)
+from tinyagents_nb.harness import AgentHarness, Cancelled, LimitExceeded, RunContext, SubAgent
+from tinyagents_nb.harness.events import LimitReached
 
 from ._config import RLMLimits
 

@@ -25,7 +25,6 @@ from tinyagents_nb.harness import (
     AssistantMessage,
     ChatModel,
     LimitExceeded,
-    LimitReached,
     Message,
     Middleware,
     ModelRequest,
@@ -41,6 +40,7 @@ from tinyagents_nb.harness import (
     ToolSchema,
     UserMessage,
 )
+from tinyagents_nb.harness.events import LimitReached
 
 from ._blocks import extract_code_blocks, final_from_text
 from ._bridge import SubQueries

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, Final
 
-from tinyagents_nb.harness import CostRecord, CostTracker
+from tinyagents_nb.harness import CostTracker
+from tinyagents_nb.harness.runtime import CostRecord
 
 from ._format import esc, format_int, format_usd
 

@@ -22,7 +22,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tinyagents_nb.harness import AgentEvent, AgentStream, ConfigurationError, CostRecord, TokenEstimator
+from tinyagents_nb.harness import AgentEvent, AgentStream, ConfigurationError
+from tinyagents_nb.harness.models import TokenEstimator
+from tinyagents_nb.harness.runtime import CostRecord
 
 from ._approvals import ApprovalCards
 from ._bridge import Flusher, when_done

@@ -22,30 +22,25 @@ from tests.harness.anthropic_samples import (
     usage,
 )
 from tests.harness.replay_server import ReplayServer
-from tinyagents_nb.harness import AnthropicModel, resolve_model
-from tinyagents_nb.harness._errors import (
+from tinyagents_nb.harness import (
+    AnthropicModel,
     ConfigurationError,
     ContextLimitError,
     ModelNotFound,
+    ModelRequest,
+    ModelStreamItem,
     ProviderError,
-    TinyAgentsError,
-)
-from tinyagents_nb.harness._messages import (
     TextDelta,
     ThinkingBlock,
     ThinkingDelta,
+    TinyAgentsError,
     ToolCall,
     ToolCallDelta,
-    UserMessage,
-)
-from tinyagents_nb.harness._model import (
-    ModelRequest,
-    ModelStreamItem,
-    StreamAccumulator,
-    StreamBlock,
-    StreamUsage,
     ToolSchema,
+    UserMessage,
+    resolve_model,
 )
+from tinyagents_nb.harness.models import StreamAccumulator, StreamBlock, StreamUsage
 
 pytestmark = pytest.mark.anyio
 

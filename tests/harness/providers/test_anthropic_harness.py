@@ -21,19 +21,20 @@ from tests.harness.anthropic_samples import (
     usage,
 )
 from tests.harness.replay_server import ReplayServer
-from tinyagents_nb.harness import AnthropicModel
-from tinyagents_nb.harness._context import RunContext
-from tinyagents_nb.harness._events import event_to_dict
-from tinyagents_nb.harness._harness import AgentHarness, RunPolicy
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
+    AgentHarness,
+    AnthropicModel,
     AssistantMessage,
+    RetryPolicy,
+    RunContext,
+    RunPolicy,
     ThinkingBlock,
     ToolMessage,
+    event_to_dict,
     messages_from_json,
     messages_to_json,
+    tool,
 )
-from tinyagents_nb.harness._retry import RetryPolicy
-from tinyagents_nb.harness._tools import tool
 from tinyagents_nb.harness.testkit import EventRecorder
 
 pytestmark = pytest.mark.anyio

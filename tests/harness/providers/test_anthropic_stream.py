@@ -5,12 +5,11 @@ from __future__ import annotations
 import pytest
 
 from tests.harness.anthropic_samples import rechunk, stream, text_block, thinking_block, tool_block, usage
-from tinyagents_nb.harness._errors import ProviderError
-from tinyagents_nb.harness._messages import ThinkingBlock, ToolCall
-from tinyagents_nb.harness._model import ModelResponse, StreamAccumulator
-from tinyagents_nb.harness._providers import ProviderSpec
-from tinyagents_nb.harness._sse import SSEDecoder
+from tinyagents_nb.harness import ModelResponse, ProviderError, ThinkingBlock, ToolCall
+from tinyagents_nb.harness.models import StreamAccumulator
+from tinyagents_nb.harness.providers import ProviderSpec
 from tinyagents_nb.harness.providers._anthropic_stream import EventParser
+from tinyagents_nb.harness.providers._sse import SSEDecoder
 
 
 def parse(chunks: list[bytes]) -> ModelResponse:

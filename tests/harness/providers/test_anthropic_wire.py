@@ -6,19 +6,21 @@ import json
 from typing import Any
 
 from tests.harness.anthropic_samples import message_body, usage
-from tinyagents_nb.harness._messages import (
+from tinyagents_nb.harness import (
     AssistantMessage,
     ImageRef,
     JsonBlock,
+    ModelRequest,
     SystemMessage,
     ThinkingBlock,
     ToolCall,
     ToolMessage,
+    ToolSchema,
     UserMessage,
     messages_from_json,
     messages_to_json,
 )
-from tinyagents_nb.harness._model import ModelRequest, ResponseFormat, ToolSchema
+from tinyagents_nb.harness.models import ResponseFormat
 from tinyagents_nb.harness.providers._anthropic_wire import (
     MAX_BREAKPOINTS,
     WireOptions,

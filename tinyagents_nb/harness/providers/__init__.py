@@ -1,16 +1,33 @@
-"""Native provider adapters: models that speak a provider's own API rather than Chat Completions.
+"""Providers: the model adapters, the provider registry and the profiles that describe each model.
 
-``AnthropicModel`` talks to Anthropic's Messages API (prompt caching, extended thinking, native
-JSON output). ``resolve_model("anthropic:...")`` builds one; ``"anthropic-compat:..."`` still
-reaches Anthropic's OpenAI-compatible endpoint through ``OpenAIChatModel``.
+``OpenAIChatModel`` speaks Chat Completions to OpenAI and every compatible endpoint;
+``AnthropicModel`` speaks Anthropic's Messages API (prompt caching, extended thinking, native JSON
+output). ``ProviderSpec`` describes an endpoint; ``resolve_model("provider:model")`` builds the right
+adapter (``"anthropic:..."`` the native one, ``"anthropic-compat:..."`` Chat Completions);
 """
 
 from __future__ import annotations
 
-from .._providers import register_native_builder as _register_native_builder
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._anthropic_wire import CacheTTL as CacheTTL
+from ._openai import OpenAIChatModel as OpenAIChatModel
+from ._registry import ProviderSpec as ProviderSpec, known_providers as known_providers
+from ._resolve import (
+    ModelRegistry as ModelRegistry,
+    register_native_builder as _register_native_builder,
+    register_wire_builder as _register_wire_builder,
+    resolve_model as resolve_model,
+)
 
-__all__ = ["AnthropicModel", "CacheTTL"]
+__all__ = [
+    "AnthropicModel",
+    "CacheTTL",
+    "ModelRegistry",
+    "OpenAIChatModel",
+    "ProviderSpec",
+    "known_providers",
+    "resolve_model",
+]
 
+_register_wire_builder(OpenAIChatModel)
 _register_native_builder("anthropic", AnthropicModel)

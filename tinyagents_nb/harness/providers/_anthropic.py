@@ -28,13 +28,14 @@ from typing import TYPE_CHECKING, Any, Final, Self, get_args
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
-from .._openai_errors import error_from_payload, error_from_status, malformed, scrub
 from .._profile import ModelProfile
-from .._providers import ProviderSpec, profile_for
-from .._sse import SSEDecoder
 from ._anthropic_stream import EventParser
 from ._anthropic_wire import CacheTTL, WireOptions, build_body, parse_message, tools_payload
-from ._http import LoopClients, Sealed, check_url, httpx_module, public_url
+from ._http import Sealed, check_url, httpx_module, public_url, tls_context
+from ._loop_clients import PerLoopClients
+from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
+from ._registry import ProviderSpec, profile_for
+from ._sse import SSEDecoder
 
 if TYPE_CHECKING:
     import httpx
@@ -86,6 +87,7 @@ class AnthropicModel:
         "_profile",
         "_secrets",
         "_spec",
+        "_timeout",
         "_timeout_s",
         "_tools_cache",
         "_url",
@@ -167,7 +169,8 @@ class AnthropicModel:
         self._url = spec.base_url.rstrip("/") + "/messages"
         self._timeout_s = float(timeout_s)
         self._given_client = http_client
-        self._clients = LoopClients(timeout_s=self._timeout_s, tls=self._url.startswith("https://"))
+        self._timeout: Any = None
+        self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
         self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
 
     # ----------------------------------------------------------------------------------- identity
@@ -203,8 +206,22 @@ class AnthropicModel:
     __str__ = __repr__
 
     # ----------------------------------------------------------------------------------- lifecycle
-    def _http(self) -> httpx.AsyncClient:
-        return self._given_client if self._given_client is not None else self._clients.get()
+    async def _http(self) -> httpx.AsyncClient:
+        return self._given_client if self._given_client is not None else await self._clients.get()
+
+    def _new_client(self) -> httpx.AsyncClient:
+        # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
+        verify: Any = tls_context() if self._url.startswith("https://") else False
+        client: httpx.AsyncClient = httpx_module().AsyncClient(
+            timeout=self._timeout_obj(), follow_redirects=False, verify=verify
+        )
+        return client
+
+    def _timeout_obj(self) -> Any:
+        """The ``httpx.Timeout`` for every request (also applied to a caller's own client)."""
+        if self._timeout is None:
+            self._timeout = httpx_module().Timeout(self._timeout_s)
+        return self._timeout
 
     async def aclose(self) -> None:
         """Close the client this model created for the running loop (a supplied ``http_client`` is left open).
@@ -278,8 +295,8 @@ class AnthropicModel:
         httpx = httpx_module()
         error: TinyAgentsError | None = None
         try:
-            response = await self._http().post(
-                self._url, content=content, headers=self._headers.reveal(), timeout=self._clients.timeout()
+            response = await (await self._http()).post(
+                self._url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
             )
         except httpx.HTTPError as exc:
             error = self._transport_error(exc, interrupted=False)
@@ -312,7 +329,7 @@ class AnthropicModel:
         """
         content = self._payload(request, stream=True)
         httpx = httpx_module()
-        client = self._http()
+        client = await self._http()
         parser = EventParser(spec=self._spec, model=self._model, secrets=self._secrets.reveal())
         decoder = SSEDecoder()
         error: TinyAgentsError | None = None
@@ -320,7 +337,7 @@ class AnthropicModel:
         headers = {**self._headers.reveal(), "accept": "text/event-stream"}
         try:
             async with client.stream(
-                "POST", self._url, content=content, headers=headers, timeout=self._clients.timeout()
+                "POST", self._url, content=content, headers=headers, timeout=self._timeout_obj()
             ) as response:
                 if response.status_code >= 300:
                     error = self._status_error(response, await response.aread())

@@ -18,11 +18,11 @@ from typing import Any
 from .._errors import ProviderError, TinyAgentsError
 from .._messages import TextDelta, ThinkingBlock, ThinkingDelta, ToolCallDelta
 from .._model import ModelStreamItem, StreamBlock, StreamFinish, StreamUsage
-from .._openai_errors import error_from_payload
-from .._providers import ProviderSpec
-from .._sse import SSEEvent
 from .._usage import Usage
 from ._anthropic_wire import finish_reason, thinking_block, usage_from
+from ._openai_errors import error_from_payload
+from ._registry import ProviderSpec
+from ._sse import SSEEvent
 
 __all__ = ["EventParser"]
 

@@ -1,0 +1,65 @@
+"""Observability: event journals, sinks that persist or redact events, run status and latency metrics.
+
+Journals keep a run's events for replay (``InMemoryEventJournal``, ``SQLiteEventJournal``,
+``JsonlEventJournal``); sinks feed them and scrub secrets on the way (``RedactingSink``);
+``AgentObservation`` is the flat, JSON-safe view of one event; ``AgentLatencyMetrics`` and
+``events_to_dataframe`` summarise a run.
+"""
+
+from __future__ import annotations
+
+from ._journal import (
+    EventJournal as EventJournal,
+    InMemoryEventJournal as InMemoryEventJournal,
+    SQLiteEventJournal as SQLiteEventJournal,
+)
+from ._jsonl import (
+    JsonlEventJournal as JsonlEventJournal,
+)
+from ._metrics import (
+    AgentCallLatency as AgentCallLatency,
+    AgentLatencyMetrics as AgentLatencyMetrics,
+    RunLatency as RunLatency,
+    event_detail as event_detail,
+    events_to_dataframe as events_to_dataframe,
+)
+from ._obs_sinks import (
+    DEFAULT_PATTERNS as DEFAULT_PATTERNS,
+    DEFAULT_SENSITIVE_KEYS as DEFAULT_SENSITIVE_KEYS,
+    FanOutSink as FanOutSink,
+    JournalSink as JournalSink,
+    JsonlSink as JsonlSink,
+    RedactingSink as RedactingSink,
+    secrets_from_env as secrets_from_env,
+)
+from ._observability import (
+    AgentObservation as AgentObservation,
+    Observed as Observed,
+    RunStatusStore as RunStatusStore,
+    UnrecognizedEvent as UnrecognizedEvent,
+    event_from_dict as event_from_dict,
+)
+
+__all__ = [
+    "AgentCallLatency",
+    "AgentLatencyMetrics",
+    "AgentObservation",
+    "DEFAULT_PATTERNS",
+    "DEFAULT_SENSITIVE_KEYS",
+    "EventJournal",
+    "FanOutSink",
+    "InMemoryEventJournal",
+    "JournalSink",
+    "JsonlEventJournal",
+    "JsonlSink",
+    "Observed",
+    "RedactingSink",
+    "RunLatency",
+    "RunStatusStore",
+    "SQLiteEventJournal",
+    "UnrecognizedEvent",
+    "event_detail",
+    "event_from_dict",
+    "events_to_dataframe",
+    "secrets_from_env",
+]

@@ -1,0 +1,384 @@
+"""``OpenAIChatModel``: one adapter for every host that speaks OpenAI Chat Completions, over httpx.
+
+The wire mapping lives in ``_openai_wire`` and ``_openai_errors`` (pure functions); this module
+does the HTTP. httpx is
+imported on first call, not at import, so ``import tinyagents_nb.harness`` stays light.
+
+Decisions worth knowing:
+
+- **A missing key fails at construction** with ``ConfigurationError`` naming the env var: in a
+  notebook the model is built in one cell and used in another, and the first cell is the right
+  place to learn the key is not set. ``known_providers()`` answers "which keys are set" without
+  building anything.
+- **The key never leaves the object**: it is kept only in a sealed header map (``repr`` shows
+  ``api_key=<set>``); every provider text in an error is scrubbed; httpx exceptions, whose
+  ``request`` carries the Authorization header, are never chained as ``__cause__``/``__context__``.
+- **Streams keep what arrived**: deltas are yielded as they come; a connection lost before the
+  finish chunk raises ``ProviderError(retryable=True, code="stream_interrupted")`` after them. A
+  lost connection after the finish chunk only loses the usage chunk and counts as complete.
+  Malformed chunks are ``ProviderError(retryable=True, code="malformed_stream")``: garbled output is
+  usually a transient proxy or server fault, and the retry policy bounds the attempts.
+- **One model, many loops**: an owned httpx client exists per event loop (``PerLoopClients``), so a
+  model shared by threads or by a notebook loop and ``run_sync`` workers never cuts another loop's
+  requests (which would also make the retry policy pay for them again).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import urllib.parse
+from collections.abc import AsyncGenerator, Mapping
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Self
+
+from .._errors import ConfigurationError, ProviderError, TinyAgentsError
+from .._model import ModelRequest, ModelResponse, ModelStreamItem
+from .._profile import ModelProfile
+from ._http import Sealed, check_url, httpx_module, public_url, tls_context
+from ._loop_clients import PerLoopClients
+from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
+from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
+from ._registry import ProviderSpec, profile_for
+from ._sse import SSEDecoder
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+__all__ = ["OpenAIChatModel"]
+
+
+class OpenAIChatModel:
+    """A ``ChatModel`` for OpenAI and every OpenAI-Chat-Completions-compatible host.
+
+    Args:
+        model: The provider's model id, e.g. ``"gpt-4o-mini"``.
+        base_url: Overrides the provider's API root (``{base_url}/chat/completions`` is called).
+        api_key: The key; defaults to the provider's env var (``OPENAI_API_KEY`` for openai).
+        provider: A built-in provider name or a ``ProviderSpec``.
+        http_client: An ``httpx.AsyncClient`` to use (and not close), bound to one event loop; by
+            default the model owns one client per event loop, created on first call there and
+            closed by ``aclose()`` on that loop or when ``asyncio.run`` ends that loop.
+        timeout_s: Network timeout for connect, each read, write and pool wait, on every request.
+        profile: Overrides the profile ``profile_for`` would guess.
+        extra_headers: Extra headers for every request; treated as secret (never shown, scrubbed
+            from errors), so they may carry gateway credentials.
+
+    Raises:
+        ConfigurationError: A bad argument, an unknown provider, or a missing key for a provider
+            that requires one (the hint names the env var).
+    """
+
+    __slots__ = (
+        "_client",
+        "_clients",
+        "_headers",
+        "_model",
+        "_owns_client",
+        "_profile",
+        "_secrets",
+        "_spec",
+        "_timeout",
+        "_timeout_s",
+        "_tools_cache",
+        "_url",
+    )
+
+    def __init__(
+        self,
+        model: str,
+        *,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        provider: str | ProviderSpec = "openai",
+        http_client: httpx.AsyncClient | None = None,
+        timeout_s: float = 60.0,
+        profile: ModelProfile | None = None,
+        extra_headers: Mapping[str, str] | None = None,
+    ) -> None:
+        name: object = model
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"model must be a non-empty string, got {model!r}")
+        spec = provider if isinstance(provider, ProviderSpec) else ProviderSpec.named(provider)
+        if base_url is not None:
+            spec = dataclasses.replace(spec, base_url=check_url(base_url))
+        given: object = api_key
+        if given is not None and (not isinstance(given, str) or not given.strip()):
+            raise ConfigurationError("api_key must be a non-empty string when given", hint=spec.key_hint)
+        key = api_key.strip() if api_key is not None else spec.api_key_from_env()
+        if key is None and spec.requires_key:
+            raise ConfigurationError(f"no API key for provider {spec.name!r}", hint=spec.key_hint)
+        timeout: object = timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise ConfigurationError(f"timeout_s must be a positive number, got {timeout_s!r}")
+        if profile is not None and not isinstance(profile, ModelProfile):
+            raise ConfigurationError(f"profile must be a ModelProfile, got {type(profile).__name__}")
+        extra = dict(extra_headers or {})
+        headers = {"Accept": "application/json", "Content-Type": "application/json", **spec.default_headers, **extra}
+        secrets = [value for value in extra.values() if value]
+        # "Token abc..." / "Basic abc...": a host may echo only the credential part of the value.
+        for value in list(secrets):
+            credential = value.split()[-1] if value.split() else value
+            if credential != value and len(credential) >= 8:
+                secrets.append(credential)
+        if key is not None:
+            headers.update(spec.auth_headers(key))
+            secrets.append(key)
+        password = urllib.parse.urlsplit(spec.base_url).password
+        if password:
+            secrets.append(password)
+        self._model = model.strip()
+        self._spec = spec
+        self._url = spec.endpoint("chat/completions")
+        self._headers = Sealed(headers)
+        self._secrets = Sealed(tuple(secrets))
+        self._timeout_s = float(timeout_s)
+        self._timeout: Any = None
+        self._client = http_client
+        self._owns_client = http_client is None
+        self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
+        self._profile = profile
+        self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
+
+    @classmethod
+    def from_env(cls, model: str, *, provider: str | ProviderSpec = "openai", **kwargs: Any) -> OpenAIChatModel:
+        """A model configured from the environment only.
+
+        The key comes from the provider's env var and, for openai, the base URL from
+        ``OPENAI_BASE_URL`` when set (as the official SDK does).
+
+        Raises:
+            ConfigurationError: ``api_key=`` was passed (use the constructor), or the key is not set.
+        """
+        if "api_key" in kwargs:
+            raise ConfigurationError("from_env() reads the key from the environment; pass api_key= to the constructor")
+        spec = provider if isinstance(provider, ProviderSpec) else ProviderSpec.named(provider)
+        if spec.name == "openai" and kwargs.get("base_url") is None:
+            env_url = os.environ.get("OPENAI_BASE_URL", "").strip()
+            if env_url:
+                kwargs["base_url"] = env_url
+        return cls(model, provider=spec, **kwargs)
+
+    # ----------------------------------------------------------------------------------- identity
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return self._spec.name
+
+    @property
+    def spec(self) -> ProviderSpec:
+        """The provider spec in use (with ``base_url`` overridden when one was given)."""
+        return self._spec
+
+    @property
+    def base_url(self) -> str:
+        return self._spec.base_url
+
+    @property
+    def profile(self) -> ModelProfile:
+        """The explicit profile, else ``profile_for(provider, model)`` (computed once, on first use)."""
+        if self._profile is None:
+            self._profile = profile_for(self._spec, self._model)
+        return self._profile
+
+    def __repr__(self) -> str:
+        keyed = "set" if (self._spec.api_key_header or "Authorization") in self._headers.reveal() else "none"
+        return (
+            f"OpenAIChatModel(model={self._model!r}, provider={self._spec.name!r}, "
+            f"base_url={public_url(self._spec.base_url)!r}, api_key=<{keyed}>)"
+        )
+
+    __str__ = __repr__
+
+    # ----------------------------------------------------------------------------------- client lifecycle
+    async def _http(self) -> httpx.AsyncClient:
+        """The supplied client, else this model's client for the running loop.
+
+        An httpx connection pool is bound to the loop that opened it, and one model may serve
+        several loops at once (``run_sync`` from a thread pool, a notebook's loop and a worker
+        thread), so each loop gets its own client and closes it itself.
+        """
+        if self._client is not None:
+            return self._client
+        return await self._clients.get()
+
+    def _new_client(self) -> httpx.AsyncClient:
+        # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
+        verify: ssl.SSLContext | bool = tls_context() if self._url.startswith("https://") else False
+        client: httpx.AsyncClient = httpx_module().AsyncClient(
+            timeout=self._timeout_obj(), follow_redirects=False, verify=verify
+        )
+        return client
+
+    def _timeout_obj(self) -> Any:
+        if self._timeout is None:
+            self._timeout = httpx_module().Timeout(self._timeout_s)
+        return self._timeout
+
+    async def aclose(self) -> None:
+        """Close this model's HTTP client for the running loop (a supplied ``http_client`` is left open).
+
+        Clients other loops use are theirs to close: closing one from here would cut their
+        requests. A loop ended by ``asyncio.run`` or anyio closes its client itself. The model
+        stays usable; the next call opens a new client.
+        """
+        if self._owns_client:
+            await self._clients.aclose()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    # ----------------------------------------------------------------------------------- calls
+    def _payload(self, request: ModelRequest, *, stream: bool) -> bytes:
+        tools = None
+        if request.tools:
+            cached = self._tools_cache
+            if cached is not None and cached[0] is request.tools:
+                tools = cached[1]
+            else:  # the loop passes the same tuple every turn; convert it once
+                tools = tools_payload(request.tools)
+                self._tools_cache = (request.tools, tools)
+        body = build_body(request, model=self._model, spec=self._spec, stream=stream, tools=tools)
+        try:
+            return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            raise ConfigurationError(f"the request is not JSON-serializable: {exc}") from None
+
+    def _transport_error(self, exc: Exception, *, interrupted: bool) -> ProviderError:
+        httpx = httpx_module()
+        detail = scrub(f"{type(exc).__name__}: {exc}", self._secrets.reveal())
+        where = f"{self._spec.name} model {self._model!r}"
+        if interrupted:
+            message, code = f"{where}: the stream was interrupted ({detail})", "stream_interrupted"
+        elif isinstance(exc, httpx.TimeoutException):
+            message, code = f"{where}: no answer within {self._timeout_s:g}s ({detail})", "timeout"
+        elif isinstance(exc, httpx.ConnectError):
+            message = f"{where}: cannot connect to {public_url(self._spec.base_url)} ({detail})"
+            code = "connect_error"
+        else:
+            message, code = f"{where}: transport failure ({detail})", "transport_error"
+        hint = _connect_hint(self._spec.name, self._spec.base_url) if code == "connect_error" else None
+        return ProviderError(message, retryable=True, provider=self._spec.name, model=self._model, code=code, hint=hint)
+
+    def _status_error(self, response: httpx.Response, body: bytes) -> TinyAgentsError:
+        error = error_from_status(
+            response.status_code,
+            response.headers,
+            body,
+            spec=self._spec,
+            model=self._model,
+            secrets=self._secrets.reveal(),
+        )
+        if response.status_code == 404 and error.hint is None:
+            error.hint = f"check base_url ({public_url(self._spec.base_url)}) and the model name"
+        return error
+
+    async def _post_json(self, url: str, content: bytes, *, result_key: str) -> object:
+        """POST a JSON body to this host and return the decoded JSON answer (shared by the embeddings client).
+
+        Transport failures, HTTP errors, a non-JSON body and an ``{"error": ...}`` payload without
+        ``result_key`` all become typed, key-free errors.
+        """
+        httpx = httpx_module()
+        client = await self._http()
+        error: TinyAgentsError | None = None
+        try:
+            response = await client.post(
+                url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
+            )
+        except httpx.HTTPError as exc:
+            error = self._transport_error(exc, interrupted=False)
+        if error is not None:
+            raise error  # raised outside the handler: the httpx error (and its headers) is not chained
+        body = response.content
+        if response.status_code >= 300:
+            raise self._status_error(response, body)
+        data: object = None
+        try:
+            data = json.loads(body)
+        except ValueError:
+            error = malformed(self._spec, self._model, "the response body is not JSON")
+        if error is not None:
+            raise error
+        if isinstance(data, dict) and data.get("error") and result_key not in data:
+            raise error_from_payload(data["error"], spec=self._spec, model=self._model, secrets=self._secrets.reveal())
+        return data
+
+    async def invoke(self, request: ModelRequest) -> ModelResponse:
+        """One non-streaming completion.
+
+        Raises:
+            ProviderError: HTTP, transport or format failure (``retryable`` says whether to retry).
+            ModelNotFound: The host does not know the model.
+            ContextLimitError: The host rejected the request as too long.
+        """
+        content = self._payload(request, stream=False)
+        data = await self._post_json(self._url, content, result_key="choices")
+        return parse_completion(data, spec=self._spec, model=self._model)
+
+    async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
+        """A streaming completion: text, reasoning and tool-call deltas as they arrive, then usage and finish.
+
+        Raises:
+            ProviderError: As ``invoke``; additionally ``code="stream_interrupted"`` (retryable) when the
+                connection ends before the finish chunk, after the deltas that did arrive.
+        """
+        content = self._payload(request, stream=True)
+        httpx = httpx_module()
+        client = await self._http()
+        parser = ChunkParser(spec=self._spec, model=self._model, secrets=self._secrets.reveal())
+        decoder = SSEDecoder()
+        error: TinyAgentsError | None = None
+        receiving = False
+        try:
+            async with client.stream(
+                "POST", self._url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
+            ) as response:
+                if response.status_code >= 300:
+                    error = self._status_error(response, await response.aread())
+                else:
+                    receiving = True
+                    async for chunk in response.aiter_bytes():
+                        for item in parser.feed(decoder.feed(chunk)):
+                            yield item
+                        if parser.done:
+                            break
+                    if not parser.done:
+                        for item in parser.feed(decoder.close()):
+                            yield item
+                    error = parser.error  # raised after the deltas that arrived with it
+        except httpx.HTTPError as exc:
+            error = self._transport_error(exc, interrupted=receiving and not parser.saw_finish)
+            if receiving and parser.saw_finish:
+                error = None  # only the usage chunk was lost; the answer itself is complete
+        if error is not None:
+            raise error
+        if not parser.done and not parser.saw_finish:
+            raise ProviderError(
+                f"{self._spec.name} model {self._model!r}: the stream ended before the model finished",
+                retryable=True,
+                provider=self._spec.name,
+                model=self._model,
+                code="stream_interrupted",
+            )
+        for item in parser.finish():
+            yield item
+
+
+def _connect_hint(provider: str, base_url: str) -> str:
+    """Why a connection may have failed: a local server not started, or no network."""
+    host = (urllib.parse.urlsplit(base_url).hostname or "").lower()
+    if provider == "ollama" or host in ("localhost", "127.0.0.1", "::1"):
+        return "is `ollama serve` running?" if provider == "ollama" else f"is the server at {host} running?"
+    return "no network? check the connection (and any proxy) to the provider"

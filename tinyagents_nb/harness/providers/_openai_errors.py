@@ -1,0 +1,317 @@
+"""Errors from OpenAI-compatible hosts: the HTTP status, error body and retry headers, typed.
+
+Maps what a host answers to the harness's error tree: ``ProviderError`` with ``retryable`` and
+``retry_after_s`` for the retry policy, ``ModelNotFound`` for an unknown model, ``ContextLimitError``
+for a request that is too long. Every text that came from the provider passes through ``scrub``
+first, so a host that echoes the key or the Authorization header cannot leak it.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import email.utils
+import functools
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Final, NamedTuple
+
+from .._errors import ContextLimitError, ModelNotFound, ProviderError, TinyAgentsError
+from ._registry import ProviderSpec
+
+__all__ = ["error_from_payload", "error_from_status", "malformed", "parse_retry_after", "scrub", "scrub_value"]
+
+_BEARER: Final = re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+")
+_SK_KEY: Final = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
+_MAX_MESSAGE: Final = 600
+_MAX_DETAIL: Final = 4000
+_CONTEXT_PHRASES: Final = (
+    "maximum context length",
+    "context_length_exceeded",
+    "context length",
+    "context window",
+    "prompt is too long",
+    "exceed context limit",
+    "too many tokens",
+)
+_CONTEXT_NUMBERS: Final = (
+    # OpenAI: "maximum context length is 128000 tokens. However, your messages resulted in 130120 tokens"
+    re.compile(r"maximum context length is (?P<limit>\d+).*?(?:resulted in|requested) (?P<used>\d+)", re.S),
+    # Anthropic: "prompt is too long: 213462 tokens > 200000 maximum"
+    re.compile(r"(?P<used>\d+) tokens > (?P<limit>\d+)"),
+)
+_NOT_RETRYABLE_429: Final = ("insufficient_quota", "exceeded your current quota", "request too large")
+_CLIENT_SIDE_TYPES: Final = (
+    "invalid_request",
+    "authentication",
+    "permission",
+    "not_found",
+    "insufficient_quota",
+    "invalid_api_key",
+)
+
+
+# ------------------------------------------------------------------------------------------ secrets
+@functools.lru_cache(maxsize=64)
+def _secret_re(secrets: tuple[str, ...]) -> re.Pattern[str] | None:
+    """One case-insensitive pattern for ``secrets``, longest first (a gateway may change a key's case)."""
+    values = sorted({secret for secret in secrets if secret}, key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, values)), re.IGNORECASE) if values else None
+
+
+def _scrub_full(text: str, secrets: tuple[str, ...]) -> str:
+    pattern = _secret_re(secrets)
+    if pattern is not None:
+        text = pattern.sub("***", text)
+    text = _BEARER.sub(r"\1***", text)
+    return _SK_KEY.sub("sk-***", text)
+
+
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
+    """``text`` with every secret (any case), bearer token and ``sk-`` key replaced by ``***``, cut to a sane length."""
+    text = _scrub_full(text, tuple(secrets))
+    return _cut(text, _MAX_MESSAGE)
+
+
+def scrub_value(value: object, secrets: Iterable[str] = ()) -> object:
+    """``value`` (decoded JSON) with every string in it scrubbed, keys included, at any depth.
+
+    Provider errors are scrubbed whole before anything is built from them: a host or gateway may
+    echo the key or the Authorization header in ``code``, ``type``, ``param`` or metadata as well as
+    in ``message``, and any of those may end up in an error's text, its attributes or an event.
+    """
+    return _scrub_tree(value, tuple(secrets), 0)
+
+
+def _scrub_tree(value: object, secrets: tuple[str, ...], depth: int) -> object:
+    if isinstance(value, str):
+        return _scrub_full(value, secrets)
+    if depth > 32:  # deeper than any real error body: keep nothing rather than walk on
+        return "***"
+    if isinstance(value, Mapping):
+        return {_scrub_full(str(k), secrets): _scrub_tree(v, secrets, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub_tree(item, secrets, depth + 1) for item in value]
+    return value  # numbers, booleans, null
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def malformed(spec: ProviderSpec, model: str, detail: str, *, code: str = "malformed_response") -> ProviderError:
+    """A response we cannot read; retryable, because garbled output is usually a transient fault."""
+    return ProviderError(
+        f"{spec.name} model {model!r}: {detail}",
+        retryable=True,
+        provider=spec.name,
+        model=model,
+        code=code,
+    )
+
+
+# ------------------------------------------------------------------------------------------ errors
+def parse_retry_after(headers: Mapping[str, str], *, now: dt.datetime | None = None) -> float | None:
+    """The wait a response asks for, in seconds: ``retry-after-ms``, else ``retry-after`` (seconds or HTTP date)."""
+    raw_ms = headers.get("retry-after-ms")
+    if raw_ms:
+        try:
+            millis = float(raw_ms)
+        except ValueError:
+            millis = -1.0
+        if millis >= 0:
+            return millis / 1000.0
+    raw = headers.get("retry-after")
+    if not raw:
+        return None
+    try:
+        seconds = float(raw)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(raw)
+        except (TypeError, ValueError):
+            return None
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=dt.UTC)
+        seconds = (when - (now or dt.datetime.now(dt.UTC))).total_seconds()
+        return max(seconds, 0.0)
+    return seconds if seconds >= 0 else None
+
+
+class _Fields(NamedTuple):
+    message: str
+    code: str | None
+    kind: str | None
+    status: int | None  # a numeric ``code`` in the HTTP range (OpenRouter, vLLM), read as a status
+    details: dict[str, str]
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _error_fields(payload: object) -> _Fields:
+    """The message, code, type and actionable details from the many error-body shapes hosts use.
+
+    ``details`` keeps what tells a user what to do: OpenAI's ``param``, Groq's ``failed_generation``
+    (the model output that failed to parse as a tool call) and OpenRouter's ``metadata`` (``raw``
+    is the upstream provider's own reason, e.g. "temporarily rate-limited upstream").
+    """
+    err = payload.get("error", payload) if isinstance(payload, Mapping) else payload
+    if isinstance(err, str):
+        return _Fields(err, None, None, None, {})
+    if not isinstance(err, Mapping):
+        return _Fields("", None, None, None, {})
+    message = err.get("message") or err.get("detail") or ""
+    raw_code = err.get("code")
+    kind = err.get("type")
+    code = str(raw_code) if isinstance(raw_code, str | int) and not isinstance(raw_code, bool) else None
+    status = None
+    if code is not None and code.isdigit() and 400 <= int(code) <= 599:
+        status = int(code)
+    details: dict[str, str] = {}
+    for key in ("param", "failed_generation"):
+        value = err.get(key)
+        if value not in (None, "", [], {}):
+            details[key] = _cut(_text(value), _MAX_DETAIL)
+    metadata = err.get("metadata")
+    if isinstance(metadata, Mapping):
+        for key, value in metadata.items():
+            if value not in (None, "", [], {}):
+                details[f"metadata.{key}"] = _cut(_text(value), _MAX_DETAIL)
+    return _Fields(_text(message), code or None, kind if isinstance(kind, str) and kind else None, status, details)
+
+
+def _detail_suffix(details: Mapping[str, str]) -> str:
+    """The actionable details as a short tail for the error message (each cut; ``details`` keeps them whole)."""
+    parts = []
+    raw = details.get("metadata.raw")
+    if raw:
+        upstream = details.get("metadata.provider_name")
+        parts.append(f"upstream{f' {upstream}' if upstream else ''}: {_cut(raw, 300)}")
+    failed = details.get("failed_generation")
+    if failed:
+        parts.append(f"failed_generation: {_cut(failed, 300)}")
+    param = details.get("param")
+    if param:
+        parts.append(f"param: {_cut(param, 100)}")
+    return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _context_error(message: str, *, spec: ProviderSpec, model: str, status: int | None) -> ContextLimitError:
+    limit = used = None
+    for pattern in _CONTEXT_NUMBERS:
+        found = pattern.search(message)
+        if found:
+            limit, used = int(found["limit"]), int(found["used"])
+            break
+    where = f"HTTP {status}" if status is not None else "in stream"
+    return ContextLimitError(
+        f"{spec.name} model {model!r} rejected the request as too long ({where}): {message}",
+        model=model,
+        estimated_tokens=used,
+        limit_tokens=limit,
+    )
+
+
+def _is_context(message: str, code: str | None) -> bool:
+    lowered = message.lower()
+    return code == "context_length_exceeded" or any(phrase in lowered for phrase in _CONTEXT_PHRASES)
+
+
+def _retryable_status(status: int, markers: str) -> bool:
+    if status == 429:
+        return not any(marker in markers for marker in _NOT_RETRYABLE_429)
+    return status in (408, 409) or status >= 500
+
+
+def error_from_status(
+    status: int,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    spec: ProviderSpec,
+    model: str,
+    secrets: Sequence[str] = (),
+) -> TinyAgentsError:
+    """The typed error for an HTTP error response (status, body and retry headers)."""
+    text = _scrub_full(body.decode("utf-8", "replace"), tuple(secrets)).strip()
+    try:
+        payload: object = scrub_value(json.loads(text), secrets)
+    except ValueError:
+        payload = text
+    else:  # the decoded, scrubbed JSON, not the raw text (whose escapes could hide a secret)
+        text = json.dumps(payload, ensure_ascii=False)
+    fields = _error_fields(payload)
+    code, kind = fields.code, fields.kind
+    message = scrub(fields.message or text or "no error message", secrets)
+    lowered = message.lower()
+    if status == 404 and (
+        code == "model_not_found" or model.lower() in lowered or ("model" in lowered and "not" in lowered)
+    ):
+        return ModelNotFound(
+            model,
+            detail=f"{spec.name} answered HTTP 404: {message}",
+            hint=f"check the model name and that your {spec.name} account can use it",
+        )
+    if status in (400, 413, 422) and _is_context(message, code):
+        return _context_error(message, spec=spec, model=model, status=status)
+    retryable = _retryable_status(status, f"{code or ''} {kind or ''} {lowered}")
+    should_retry = (headers.get("x-should-retry") or "").strip().lower()
+    if should_retry in ("true", "false"):
+        retryable = should_retry == "true"
+    hint = None
+    if status in (401, 403):
+        hint = f"the key was rejected; {spec.key_hint}"
+    elif status == 429 and not retryable:
+        hint = f"check the plan, quota and billing of your {spec.name} account, or reduce the request size"
+    label = _label(code, kind, status)
+    return ProviderError(
+        f"{spec.name} model {model!r}: HTTP {status}{label}: {message}{_detail_suffix(fields.details)}",
+        status=status,
+        retryable=retryable,
+        retry_after_s=parse_retry_after(headers),
+        provider=spec.name,
+        model=model,
+        code=code or kind,
+        hint=hint,
+        details=fields.details,
+    )
+
+
+def _label(code: str | None, kind: str | None, status: int | None) -> str:
+    if code and code != str(status):
+        return f" {code}"
+    return f" {kind}" if kind else ""
+
+
+def error_from_payload(
+    payload: object, *, spec: ProviderSpec, model: str, secrets: Sequence[str] = ()
+) -> TinyAgentsError:
+    """The typed error for an ``{"error": ...}`` event inside a 200 stream (or a 200 body).
+
+    Without an HTTP status, a numeric ``code`` in the HTTP range is read as one (OpenRouter sends
+    ``{"code": 400, ...}`` for a request that cannot succeed, ``429``/``502`` for transient
+    trouble) and classified like the status. Otherwise classification goes by code and type:
+    client-side kinds (invalid request, auth, quota, not found) are final; anything else is a
+    server-side failure mid-generation and retryable.
+    """
+    fields = _error_fields({"error": scrub_value(payload, secrets)})
+    code, kind = fields.code, fields.kind
+    message = scrub(fields.message or "error event without a message", secrets)
+    if _is_context(message, code):
+        return _context_error(message, spec=spec, model=model, status=None)
+    markers = f"{code or ''} {kind or ''} {message.lower()}"
+    if fields.status is not None:
+        retryable = _retryable_status(fields.status, markers)
+    else:
+        retryable = not any(marker in markers for marker in (*_CLIENT_SIDE_TYPES, *_NOT_RETRYABLE_429))
+    return ProviderError(
+        f"{spec.name} model {model!r}: error in stream{_label(code, kind, None)}: {message}"
+        f"{_detail_suffix(fields.details)}",
+        retryable=retryable,
+        provider=spec.name,
+        model=model,
+        code=code or kind or "stream_error",
+        details=fields.details,
+    )
