@@ -52,6 +52,14 @@ def _notebook(path: Path, cells: Sequence[str]) -> None:
 @contextmanager
 def start_lab(tmp_path: Path, cells: Sequence[str]) -> Iterator[str]:
     """Run JupyterLab on a notebook of ``cells``; yields its URL; skips when Chromium is missing."""
+    with serve_notebook(tmp_path, cells) as base:
+        yield f"{base}/lab/tree/agent.ipynb?reset&token={TOKEN}"
+
+
+@contextmanager
+def serve_notebook(tmp_path: Path, cells: Sequence[str]) -> Iterator[str]:
+    """Run a Jupyter server (JupyterLab, and Notebook 7 under ``/notebooks/``) on ``agent.ipynb`` of
+    ``cells`` in ``tmp_path / "root"``; yields its base URL; skips when Chromium is missing."""
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
             pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
@@ -79,6 +87,7 @@ def start_lab(tmp_path: Path, cells: Sequence[str]) -> Iterator[str]:
             sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
             f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}",
             f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
+            "--JupyterNotebookApp.expose_app_in_browser=True",
         ],
         env=env, stdout=subprocess.DEVNULL, stderr=log,
     )  # fmt: skip
@@ -92,7 +101,7 @@ def start_lab(tmp_path: Path, cells: Sequence[str]) -> Iterator[str]:
                 time.sleep(0.2)
         else:
             raise AssertionError("jupyter lab did not start: " + (tmp_path / "lab.log").read_text()[-2000:])
-        yield f"http://127.0.0.1:{port}/lab/tree/agent.ipynb?reset&token={TOKEN}"
+        yield f"http://127.0.0.1:{port}"
     finally:
         server.terminate()
         try:

@@ -10,11 +10,7 @@ land in ``artifacts/`` (ignored by git) for a person to look at.
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -24,12 +20,10 @@ from typing import Any
 
 import pytest
 
+from .conftest import ARTIFACTS, CHROMIUM, TOKEN, serve_notebook
+
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
-REPO = Path(__file__).resolve().parents[2]
-ARTIFACTS = REPO / "artifacts"
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-TOKEN = "tinyagents-browser-test"
 
 CELLS = [
     "%load_ext tinyagents_nb",
@@ -43,79 +37,11 @@ CELLS = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _notebook(path: Path) -> None:
-    cells = [
-        {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": [], "source": source}
-        for source in CELLS
-    ]
-    nb = {
-        "cells": cells,
-        "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
-        "nbformat": 4,
-        "nbformat_minor": 5,
-    }
-    path.write_text(json.dumps(nb))
-
-
 @pytest.fixture
 def lab(tmp_path: Path) -> Iterator[str]:
     """The server's base URL; the notebook is ``agent.ipynb`` in its root (``tmp_path / "root"``)."""
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("chromium is not installed; .ci/run installs it with apt-get")
-        pytest.skip("chromium is not installed (apt-get install -y chromium)")
-    root = tmp_path / "root"
-    root.mkdir()
-    _notebook(root / "agent.ipynb")
-    settings = tmp_path / "settings"
-    (settings / "@jupyterlab" / "apputils-extension").mkdir(parents=True)
-    (settings / "@jupyterlab" / "apputils-extension" / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
-    env = {
-        **os.environ,
-        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-        "JUPYTERLAB_SETTINGS_DIR": str(settings),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-    }
-    env.pop("TINYAGENTS_NB_BLOCKING", None)
-    port = _free_port()
-    log = (tmp_path / "lab.log").open("w")
-    server = subprocess.Popen(
-        [
-            sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", "--ip=127.0.0.1",
-            f"--port={port}", "--ServerApp.port_retries=0", f"--IdentityProvider.token={TOKEN}",
-            f"--ServerApp.root_dir={root}", "--LabApp.expose_app_in_browser=True",
-            "--JupyterNotebookApp.expose_app_in_browser=True",
-        ],
-        env=env, stdout=subprocess.DEVNULL, stderr=log,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=1):
-                    break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            raise AssertionError("jupyter lab did not start: " + (tmp_path / "lab.log").read_text()[-2000:])
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait(timeout=15)
-        log.close()
+    with serve_notebook(tmp_path, CELLS) as base:
+        yield base
 
 
 def _accept_dialogs(page: Any) -> None:
