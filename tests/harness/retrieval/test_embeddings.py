@@ -856,4 +856,5 @@ def test_sync_twins_close_the_openai_client_they_opened(replay_server: ReplaySer
     assert retriever.index_sync([Document(id="only", text="one document")]) == ["only"]
     (hit,) = retriever.retrieve_sync("a query", top_k=1)
     assert hit.id == "only"
-    assert model._transport._client is None  # closed on the loop that opened it, nothing left dangling
+    assert model._transport._given_client is None
+    assert len(model._transport._clients) == 0  # closed on the loop that opened it, nothing left dangling

@@ -23,17 +23,16 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, get_args
+from typing import TYPE_CHECKING, Final, get_args
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
 from .._profile import ModelProfile
+from ._adapter import HTTPAdapter
 from ._anthropic_stream import EventParser
 from ._anthropic_wire import CacheTTL, WireOptions, build_body, parse_message, tools_payload
-from ._http import Sealed, check_url, httpx_module, public_url, tls_context
-from ._loop_clients import PerLoopClients
-from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
+from ._http import Sealed, check_url, httpx_module, public_url
+from ._openai_errors import error_from_payload, error_from_status, malformed
 from ._registry import ProviderSpec, profile_for
 from ._sse import SSEDecoder
 
@@ -53,7 +52,7 @@ def _positive_int(name: str, value: object, *, minimum: int = 1) -> int:
     return value
 
 
-class AnthropicModel:
+class AnthropicModel(HTTPAdapter):
     """A ``ChatModel`` for Anthropic's Messages API (``POST {base_url}/messages``).
 
     Args:
@@ -78,20 +77,7 @@ class AnthropicModel:
         ConfigurationError: A bad argument, or no key given and ``ANTHROPIC_API_KEY`` unset.
     """
 
-    __slots__ = (
-        "_clients",
-        "_given_client",
-        "_headers",
-        "_model",
-        "_options",
-        "_profile",
-        "_secrets",
-        "_spec",
-        "_timeout",
-        "_timeout_s",
-        "_tools_cache",
-        "_url",
-    )
+    __slots__ = ("_headers", "_options", "_profile")
 
     def __init__(
         self,
@@ -135,9 +121,7 @@ class AnthropicModel:
             raise ConfigurationError(f"cache must be a bool, got {cache!r}")
         if cache_ttl not in get_args(CacheTTL):
             raise ConfigurationError(f"cache_ttl must be '5m' or '1h', got {cache_ttl!r}")
-        self._model = model.strip()
-        self._spec = spec
-        guessed = profile if profile is not None else profile_for(spec, self._model)
+        guessed = profile if profile is not None else profile_for(spec, model.strip())
         cap = guessed.max_output_tokens
         default_max = max_tokens or min(cap or DEFAULT_MAX_TOKENS, DEFAULT_MAX_TOKENS)
         self._options = WireOptions(
@@ -165,13 +149,14 @@ class AnthropicModel:
         if flags:
             headers["anthropic-beta"] = ",".join(flags)
         self._headers = Sealed(headers)
-        self._secrets = Sealed((key, *(value for value in extra.values() if value)))
-        self._url = spec.base_url.rstrip("/") + "/messages"
-        self._timeout_s = float(timeout_s)
-        self._given_client = http_client
-        self._timeout: Any = None
-        self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
-        self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
+        self._init_http(
+            spec=spec,
+            model=model.strip(),
+            url=spec.base_url.rstrip("/") + "/messages",
+            secrets=(key, *(value for value in extra.values() if value)),
+            timeout_s=timeout_s,
+            http_client=http_client,
+        )
 
     # ----------------------------------------------------------------------------------- identity
     @property
@@ -205,70 +190,14 @@ class AnthropicModel:
 
     __str__ = __repr__
 
-    # ----------------------------------------------------------------------------------- lifecycle
-    async def _http(self) -> httpx.AsyncClient:
-        return self._given_client if self._given_client is not None else await self._clients.get()
-
-    def _new_client(self) -> httpx.AsyncClient:
-        # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
-        verify: Any = tls_context() if self._url.startswith("https://") else False
-        client: httpx.AsyncClient = httpx_module().AsyncClient(
-            timeout=self._timeout_obj(), follow_redirects=False, verify=verify
-        )
-        return client
-
-    def _timeout_obj(self) -> Any:
-        """The ``httpx.Timeout`` for every request (also applied to a caller's own client)."""
-        if self._timeout is None:
-            self._timeout = httpx_module().Timeout(self._timeout_s)
-        return self._timeout
-
-    async def aclose(self) -> None:
-        """Close the client this model created for the running loop (a supplied ``http_client`` is left open).
-
-        Call it in every event loop that used the model, before that loop closes; the model stays
-        usable and opens a new client on its next call.
-        """
-        await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     # ----------------------------------------------------------------------------------- calls
     def _payload(self, request: ModelRequest, *, stream: bool) -> bytes:
-        tools = None
-        if request.tools:
-            cached = self._tools_cache
-            if cached is not None and cached[0] is request.tools:
-                tools = cached[1]
-            else:  # the loop passes the same tuple every turn; convert it once
-                tools = tools_payload(request.tools)
-                self._tools_cache = (request.tools, tools)
+        tools = self._tools_for(request.tools, tools_payload)
         body = build_body(request, model=self._model, options=self._options, stream=stream, tools=tools)
         try:
             return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"the request is not JSON-serializable: {exc}") from None
-
-    def _transport_error(self, exc: Exception, *, interrupted: bool) -> ProviderError:
-        httpx = httpx_module()
-        detail = scrub(f"{type(exc).__name__}: {exc}", self._secrets.reveal())
-        where = f"{self._spec.name} model {self._model!r}"
-        if interrupted:
-            message, code = f"{where}: the stream was interrupted ({detail})", "stream_interrupted"
-        elif isinstance(exc, httpx.TimeoutException):
-            message, code = f"{where}: no answer within {self._timeout_s:g}s ({detail})", "timeout"
-        elif isinstance(exc, httpx.ConnectError):
-            message = f"{where}: cannot connect to {public_url(self._spec.base_url)} ({detail})"
-            code = "connect_error"
-        else:
-            message, code = f"{where}: transport failure ({detail})", "transport_error"
-        return ProviderError(message, retryable=True, provider=self._spec.name, model=self._model, code=code)
 
     def _status_error(self, response: httpx.Response, body: bytes) -> TinyAgentsError:
         error = error_from_status(

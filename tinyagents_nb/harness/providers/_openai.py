@@ -30,28 +30,25 @@ import json
 import os
 import urllib.parse
 from collections.abc import AsyncGenerator, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
 from .._profile import ModelProfile
-from ._http import Sealed, check_url, httpx_module, public_url, tls_context
-from ._loop_clients import PerLoopClients
-from ._openai_errors import error_from_payload, error_from_status, malformed, scrub
+from ._adapter import HTTPAdapter
+from ._http import Sealed, check_url, httpx_module, public_url
+from ._openai_errors import error_from_payload, error_from_status, malformed
 from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
 from ._registry import ProviderSpec, profile_for
 from ._sse import SSEDecoder
 
 if TYPE_CHECKING:
-    import ssl
-
     import httpx
 
 __all__ = ["OpenAIChatModel"]
 
 
-class OpenAIChatModel:
+class OpenAIChatModel(HTTPAdapter):
     """A ``ChatModel`` for OpenAI and every OpenAI-Chat-Completions-compatible host.
 
     Args:
@@ -72,20 +69,7 @@ class OpenAIChatModel:
             that requires one (the hint names the env var).
     """
 
-    __slots__ = (
-        "_client",
-        "_clients",
-        "_headers",
-        "_model",
-        "_owns_client",
-        "_profile",
-        "_secrets",
-        "_spec",
-        "_timeout",
-        "_timeout_s",
-        "_tools_cache",
-        "_url",
-    )
+    __slots__ = ("_headers", "_profile")
 
     def __init__(
         self,
@@ -130,18 +114,16 @@ class OpenAIChatModel:
         password = urllib.parse.urlsplit(spec.base_url).password
         if password:
             secrets.append(password)
-        self._model = model.strip()
-        self._spec = spec
-        self._url = spec.endpoint("chat/completions")
+        self._init_http(
+            spec=spec,
+            model=model.strip(),
+            url=spec.endpoint("chat/completions"),
+            secrets=secrets,
+            timeout_s=timeout_s,
+            http_client=http_client,
+        )
         self._headers = Sealed(headers)
-        self._secrets = Sealed(tuple(secrets))
-        self._timeout_s = float(timeout_s)
-        self._timeout: Any = None
-        self._client = http_client
-        self._owns_client = http_client is None
-        self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
         self._profile = profile
-        self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
 
     @classmethod
     def from_env(cls, model: str, *, provider: str | ProviderSpec = "openai", **kwargs: Any) -> OpenAIChatModel:
@@ -196,80 +178,17 @@ class OpenAIChatModel:
 
     __str__ = __repr__
 
-    # ----------------------------------------------------------------------------------- client lifecycle
-    async def _http(self) -> httpx.AsyncClient:
-        """The supplied client, else this model's client for the running loop.
-
-        An httpx connection pool is bound to the loop that opened it, and one model may serve
-        several loops at once (``run_sync`` from a thread pool, a notebook's loop and a worker
-        thread), so each loop gets its own client and closes it itself.
-        """
-        if self._client is not None:
-            return self._client
-        return await self._clients.get()
-
-    def _new_client(self) -> httpx.AsyncClient:
-        # Plain-http hosts (local servers) never do TLS, so skip building a context for them.
-        verify: ssl.SSLContext | bool = tls_context() if self._url.startswith("https://") else False
-        client: httpx.AsyncClient = httpx_module().AsyncClient(
-            timeout=self._timeout_obj(), follow_redirects=False, verify=verify
-        )
-        return client
-
-    def _timeout_obj(self) -> Any:
-        if self._timeout is None:
-            self._timeout = httpx_module().Timeout(self._timeout_s)
-        return self._timeout
-
-    async def aclose(self) -> None:
-        """Close this model's HTTP client for the running loop (a supplied ``http_client`` is left open).
-
-        Clients other loops use are theirs to close: closing one from here would cut their
-        requests. A loop ended by ``asyncio.run`` or anyio closes its client itself. The model
-        stays usable; the next call opens a new client.
-        """
-        if self._owns_client:
-            await self._clients.aclose()
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        await self.aclose()
-
     # ----------------------------------------------------------------------------------- calls
     def _payload(self, request: ModelRequest, *, stream: bool) -> bytes:
-        tools = None
-        if request.tools:
-            cached = self._tools_cache
-            if cached is not None and cached[0] is request.tools:
-                tools = cached[1]
-            else:  # the loop passes the same tuple every turn; convert it once
-                tools = tools_payload(request.tools)
-                self._tools_cache = (request.tools, tools)
+        tools = self._tools_for(request.tools, tools_payload)
         body = build_body(request, model=self._model, spec=self._spec, stream=stream, tools=tools)
         try:
             return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         except (TypeError, ValueError) as exc:
             raise ConfigurationError(f"the request is not JSON-serializable: {exc}") from None
 
-    def _transport_error(self, exc: Exception, *, interrupted: bool) -> ProviderError:
-        httpx = httpx_module()
-        detail = scrub(f"{type(exc).__name__}: {exc}", self._secrets.reveal())
-        where = f"{self._spec.name} model {self._model!r}"
-        if interrupted:
-            message, code = f"{where}: the stream was interrupted ({detail})", "stream_interrupted"
-        elif isinstance(exc, httpx.TimeoutException):
-            message, code = f"{where}: no answer within {self._timeout_s:g}s ({detail})", "timeout"
-        elif isinstance(exc, httpx.ConnectError):
-            message = f"{where}: cannot connect to {public_url(self._spec.base_url)} ({detail})"
-            code = "connect_error"
-        else:
-            message, code = f"{where}: transport failure ({detail})", "transport_error"
-        hint = _connect_hint(self._spec.name, self._spec.base_url) if code == "connect_error" else None
-        return ProviderError(message, retryable=True, provider=self._spec.name, model=self._model, code=code, hint=hint)
+    def _connect_advice(self) -> str | None:
+        return _connect_hint(self._spec.name, self._spec.base_url)
 
     def _status_error(self, response: httpx.Response, body: bytes) -> TinyAgentsError:
         error = error_from_status(
