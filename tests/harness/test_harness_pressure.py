@@ -110,6 +110,6 @@ async def test_tool_schema_tokens_follow_the_tool_set() -> None:
     harness.tools.unregister("lookup")
     assert await estimate() == before
     # counted once per distinct set: the two sets seen so far, nothing more
-    assert len(harness._tool_tokens) == 2
+    assert len(harness.fitter._tool_tokens) == 2
     assert await estimate() == before
-    assert len(harness._tool_tokens) == 2
+    assert len(harness.fitter._tool_tokens) == 2

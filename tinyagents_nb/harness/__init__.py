@@ -9,11 +9,14 @@ imports nothing from IPython, ipykernel, ipywidgets or traitlets.
 
 from __future__ import annotations
 
+from ._agent_stream import AgentStream as AgentStream
 from ._approval import (
     ApprovalDecision as ApprovalDecision,
     ApprovalDesk as ApprovalDesk,
     ApprovalError as ApprovalError,
     ApprovalRequest as ApprovalRequest,
+)
+from ._approval_gate import (
     require_approval as require_approval,
 )
 from ._budget import (
@@ -82,8 +85,6 @@ from ._events import (
 from ._harness import (
     AgentHarness as AgentHarness,
     AgentInput as AgentInput,
-    AgentStream as AgentStream,
-    RunPolicy as RunPolicy,
 )
 from ._ids import (
     RunId as RunId,
@@ -126,6 +127,7 @@ from ._model import (
     StreamFinish as StreamFinish,
     ToolSchema as ToolSchema,
 )
+from ._policy import RunPolicy as RunPolicy
 from ._profile import (
     ModelProfile as ModelProfile,
 )

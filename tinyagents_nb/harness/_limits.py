@@ -14,14 +14,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import TYPE_CHECKING, Literal, TypeAlias
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 from ._errors import ConfigurationError, LimitExceeded, RunTimeout
 
 if TYPE_CHECKING:
     from ._config import RunConfig
 
-__all__ = ["LimitKind", "LimitTracker", "RunLimits", "UnknownPrice"]
+__all__ = ["LimitKind", "LimitTracker", "RunLimits", "UnknownPrice", "tighter"]
 
 UnknownPrice: TypeAlias = Literal["refuse", "allow", "warn"]
 
@@ -77,6 +77,15 @@ def _check_instant(value: object) -> None:
 
 def _stricter(explicit: int | None, policy: int) -> int:
     return policy if explicit is None else min(explicit, policy)
+
+
+def tighter(a: float | None, b: float | None) -> Any:
+    """The tighter of two optional caps (``None``: no cap); ``int`` caps stay ``int``."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return min(a, b)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -11,26 +11,15 @@ import functools
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, TypeAlias
+from typing import TYPE_CHECKING, Any, Protocol
 
-import anyio
-
-from ._approval import gate_tool_call
-from ._budget import bind_budgets, check_request_budget
+from ._budget_check import bind_budgets, check_request_budget
 from ._cancel import RunCancelled
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
-from ._controls import SkipTool, take_stop
-from ._errors import (
-    Cancelled,
-    LimitExceeded,
-    RunTimeout,
-    TinyAgentsError,
-    ToolArgumentsError,
-    ToolError,
-    UnknownToolError,
-    describe_error,
-)
+from ._controls import take_stop
+from ._errors import Cancelled, ContextLimitError, LimitExceeded, RunTimeout, describe_error
+from ._event_text import error_text, preview
 from ._events import (
     CacheHit,
     CacheMiss,
@@ -48,45 +37,50 @@ from ._events import (
     RunCompleted,
     RunFailed,
     RunStarted,
-    ToolCompleted,
-    ToolFailed,
-    ToolStarted,
 )
-from ._limits import LimitKind, LimitTracker
-from ._messages import (
-    AssistantMessage,
-    Message,
-    TextDelta,
-    ThinkingDelta,
-    ToolCall,
-    ToolCallDelta,
-    ToolMessage,
-)
+from ._limits import LimitKind, LimitTracker, tighter
+from ._messages import AssistantMessage, Message, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
 from ._selection import eligible_models, refit_for, with_resolved
-from ._steering import SteeringHandle, apply_batch
-from ._structured import StructuredOutput, prepare_request
+from ._steering_batch import checkpoint
+from ._structured import StructuredOutput, StructuredStrategy, prepare_request
 from ._structured_turn import StructuredTurn
-from ._tool_progress import bind_reporter, unbind_reporter
-from ._tools import Tool, ToolResult
-from .memory import call_compacting
-from .stores import ResponseCache, cache_key
+from ._tool_phase import ToolPhase
+from .memory import ContextFitter, compact_rejected
+from .stores import ResponseCache, lookup_response, store_response
 
 if TYPE_CHECKING:
     from ._config import RunConfig
     from ._context import RunContext
-    from ._harness import AgentHarness
+    from ._middleware import MiddlewareStack
+    from ._policy import RunPolicy
+    from ._structured import OutputSpec
+    from ._tool_registry import ToolRegistry
 
-__all__: list[str] = []
+__all__ = ["LoopHarness", "RunLoop"]
 
 _log = logging.getLogger("tinyagents_nb")
-_PREVIEW = 2_000
 
 
-def _preview(text: str) -> str:
-    return text if len(text) <= _PREVIEW else text[: _PREVIEW - 1] + "…"
+class LoopHarness(Protocol):
+    """What one run reads from its harness; ``AgentHarness`` is one.
+
+    The harness starts loops and the loop reads the harness's settings, so the loop names only
+    what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
+    """
+
+    model: ChatModel
+    model_chain: tuple[ChatModel, ...]
+    tools: ToolRegistry
+    middleware: MiddlewareStack
+    policy: RunPolicy
+    output: OutputSpec | None
+    structured_strategy: StructuredStrategy | None
+    fitter: ContextFitter
+
+    def response_cache_for(self, ctx: RunContext[Any]) -> ResponseCache | None: ...
 
 
 class RunLoop:
@@ -94,7 +88,7 @@ class RunLoop:
 
     def __init__(
         self,
-        harness: AgentHarness[Any],
+        harness: LoopHarness,
         ctx: RunContext[Any],
         messages: list[Message],
         *,
@@ -114,14 +108,26 @@ class RunLoop:
         self.partial: StreamAccumulator | None = None
         self.structured: StructuredOutput | None = None
         self.model_calls = 0
-        self.tool_calls = 0
         self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
         self.streamed = False  # whether the current attempt has emitted a delta
         self.serving: Any = "configured"  # why the current model serves the call (a ModelResolutionSource)
-        self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
-        self.supplied: dict[int, ToolResult] = {}  # results a before_tool hook supplied (SkipTool), by id(call)
         self.started = self.clock.monotonic()
         self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
+        self.tool_phase = ToolPhase(
+            ctx,
+            tools=harness.tools,
+            middleware=harness.middleware,
+            policy=policy,
+            limits=self.limits,
+            clock=self.clock,
+            check_limit=self._check_limit,
+            timeout=self._timeout,
+        )
+
+    @property
+    def tool_calls(self) -> int:
+        """Tool calls that ended with a result so far."""
+        return self.tool_phase.completed
 
     # ---------------------------------------------------------------------------- driver
     async def run(self) -> AgentRun:
@@ -156,7 +162,7 @@ class RunLoop:
             RunStarted,
             thread_id=ctx.config.thread_id,
             model=harness.model.model_name,
-            input=_preview(_last_user_text(self.messages)),
+            input=preview(_last_user_text(self.messages)),
         )
         try:
             final = await self._body()
@@ -178,7 +184,7 @@ class RunLoop:
             return await self._finish_failed(exc)
         ctx.emit(
             RunCompleted,
-            final_text=_preview(final),
+            final_text=preview(final),
             usage=run.usage,
             model_calls=self.model_calls,
             tool_calls=self.tool_calls,
@@ -205,7 +211,7 @@ class RunLoop:
                 return stop
             ctx.cancellation.raise_if_cancelled()
             if ctx.steering is not None:
-                await self._steering_checkpoint(ctx.steering)
+                await checkpoint(ctx, ctx.steering, self.messages, self.status, self.limits.remaining_s, self._timeout)
             self._check_limit(limits.check_deadline)
             self._check_limit(limits.record_model_call)
             if providers and self.model_calls:
@@ -214,7 +220,7 @@ class RunLoop:
                 messages=tuple(self.messages),
                 tools=tool_schemas,
                 model=harness.model.model_name,
-                max_output_tokens=_min_optional(
+                max_output_tokens=tighter(
                     overrides.max_output_tokens or policy.max_output_tokens, ctx.config.max_turn_output_tokens
                 ),
                 temperature=policy.temperature if overrides.temperature is None else overrides.temperature,
@@ -227,14 +233,15 @@ class RunLoop:
             request = await harness.middleware.before_model(ctx, request)
             if (stop := take_stop(ctx)) is not None:
                 return stop
-            request = await harness.fit_context(ctx, request)
+            request = await harness.fitter.fit(ctx, request)
             await harness.middleware.before_send(ctx, request)
             if ctx.budgets:  # refused here, the request is never sent
-                check_request_budget(ctx, harness, request, self.messages)
+                tokens = harness.fitter.request_tokens(request)
+                check_request_budget(ctx, harness.model, request, tokens, self.messages)
             call_id = str(self.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
-            response = await call_compacting(self, request, call_id)  # _call_model, compacting on "too long"
+            response = await self._call_compacting(request, call_id)
             self.model_calls += 1
             self.status.model_calls = self.model_calls
             self.status.active_model_call = None
@@ -253,25 +260,26 @@ class RunLoop:
             elif not calls:
                 return stop if (stop := take_stop(ctx)) is not None else message.text
             self.status.phase = "tools"
-            self.messages.extend(await self._run_tools(calls))
+            self.messages.extend(await self.tool_phase.run(calls))
             self.status.tool_calls = self.tool_calls
 
-    # ---------------------------------------------------------------------------- steering
-    async def _steering_checkpoint(self, handle: SteeringHandle) -> None:
-        """Apply queued commands; while paused, wait (cancellably, within the deadline) for more."""
-        ctx = self.ctx
-        while True:
-            apply_batch(ctx, handle, handle._take(), self.messages)
-            if not handle.is_paused:
-                return
-            self.status.phase = "paused"
-            with ctx.cancellation.scope(timeout_s=self.limits.remaining_s()) as scope:
-                await handle.wait_for_command()
-            if scope.cancelled_caught:
-                raise self._timeout()
-            self.status.phase = "idle"
-
     # ---------------------------------------------------------------------------- model calls
+    async def _call_compacting(self, request: ModelRequest, call_id: str) -> ModelResponse:
+        """``_call_model``, compacting and re-sending when the provider rejects the prompt as too long."""
+        allowed = self.harness.policy.reactive_compactions
+        attempt = 0
+        while True:
+            try:
+                return await self._call_model(request, call_id)
+            except ContextLimitError as exc:
+                attempt += 1
+                if attempt > allowed:
+                    raise
+                self._discard(call_id, "compaction")
+                request = await compact_rejected(
+                    self.harness.fitter, self.ctx, request, exc, attempt=attempt, of=allowed
+                )
+
     async def _call_model(self, request: ModelRequest, call_id: str) -> ModelResponse:
         harness, ctx, policy = self.harness, self.ctx, self.harness.policy
         cache = harness.response_cache_for(ctx)
@@ -291,9 +299,9 @@ class RunLoop:
                     call_id=call_id,
                     from_model=models[index - 1].model_name,
                     to_model=model.model_name,
-                    error=_error_text(last_error),
+                    error=error_text(last_error),
                 )
-                request = await refit_for(harness, ctx, request, model)  # a smaller window than the first's
+                request = await refit_for(harness.fitter, ctx, request, model)  # a smaller window than the first's
             if index or first is not None:  # a choice was made: the primary model is the quiet default
                 reason = "fallback" if index else "configurable"
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
@@ -303,7 +311,7 @@ class RunLoop:
             started = self.clock.monotonic()
             key = None
             if cache is not None:
-                key, hit = _cache_lookup(cache, request, model)
+                key, hit = lookup_response(cache, request, model=f"{model.provider}:{model.model_name}")
                 if hit is not None and key is not None:
                     ctx.emit(CacheHit, call_id=call_id, key=key)
                     if self.streaming and hit.message.text:
@@ -330,7 +338,7 @@ class RunLoop:
                         call_id=call_id,
                         model=model.model_name,
                         error_type=type(exc).__name__,
-                        error=_error_text(exc),
+                        error=error_text(exc),
                         attempt=max(self.attempt, 1),
                     )
                 fallback = policy.fallback
@@ -339,13 +347,13 @@ class RunLoop:
                 last_error = exc
                 continue
             if cache is not None and key is not None:
-                _cache_store(cache, key, response)
+                store_response(cache, key, response)
             return await self._completed(response, model, call_id, started, cached=False)
         raise AssertionError("unreachable: the model chain is never empty")
 
     def _on_retry(self, call_id: str, attempt: int, delay: float, error: BaseException) -> None:
         self._discard(call_id, "retry")
-        self.ctx.emit(RetryScheduled, call_id=call_id, attempt=attempt, delay_s=delay, error=_error_text(error))
+        self.ctx.emit(RetryScheduled, call_id=call_id, attempt=attempt, delay_s=delay, error=error_text(error))
 
     def _discard(self, call_id: str, reason: str) -> None:
         """A failed attempt that streamed is followed by another: tell consumers to drop its deltas."""
@@ -405,174 +413,6 @@ class RunLoop:
             return acc.response()
         # only reached when the run's deadline ended the call (a cancel raises inside the scope)
         raise self._timeout()
-
-    # ---------------------------------------------------------------------------- tools
-    async def _run_tools(self, calls: Sequence[ToolCall]) -> list[ToolMessage]:
-        ctx, harness, limits = self.ctx, self.harness, self.limits
-        admitted: list[ToolCall] = []
-        for call in calls:
-            ctx.cancellation.raise_if_cancelled()
-            self._check_limit(limits.check_deadline)
-            self._check_limit(limits.record_tool_call)
-            decided = await harness.middleware.before_tool(ctx, call)
-            if isinstance(decided, SkipTool):
-                self.supplied[id(call)], decided = decided.result, call
-            admitted.append(decided)
-        outcomes: list[_Outcome | None] = [None] * len(admitted)
-        try:
-            if len(admitted) == 1:
-                outcomes[0] = await self._execute(admitted[0])  # no task group for the common single call
-            else:
-                limit = harness.policy.limits.max_concurrency
-                semaphore = anyio.Semaphore(limit) if limit else None
-
-                async def run_one(i: int, call: ToolCall) -> None:
-                    if semaphore is None:
-                        outcomes[i] = await self._execute(call)
-                    else:
-                        async with semaphore:
-                            outcomes[i] = await self._execute(call)
-
-                async with anyio.create_task_group() as tg:
-                    for i, call in enumerate(admitted):
-                        tg.start_soon(run_one, i, call)
-        except BaseException as exc:  # the run's task was cancelled (or interrupted) mid-tool: close what started
-            self._close_live_tools(exc)
-            raise
-        results: list[ToolMessage] = []
-        first_fatal: Exception | None = None
-        for call, outcome in zip(admitted, outcomes, strict=True):
-            assert outcome is not None
-            result, duration, fatal, ran = outcome
-            if not ran:  # stopped before it started: it emitted nothing, so nothing to close
-                if first_fatal is None and isinstance(fatal, RunTimeout):
-                    ctx.emit(LimitReached, limit=LimitKind.of(fatal.limit), maximum=fatal.maximum)
-                first_fatal = first_fatal or fatal
-                continue
-            if fatal is not None:
-                ctx.emit(
-                    ToolFailed,
-                    call_id=call.id,
-                    tool_name=call.name,
-                    error_type=type(fatal).__name__,
-                    error=_error_text(fatal),
-                    duration_s=duration,
-                    status=_ended_as(fatal),
-                )
-                first_fatal = first_fatal or fatal
-                continue
-            if first_fatal is None:  # once the turn has failed, results are only reported, not used
-                result = await harness.middleware.after_tool(ctx, call, result)
-            self.tool_calls += 1
-            ctx.emit(
-                ToolCompleted,
-                call_id=call.id,
-                tool_name=call.name,
-                output=_preview(result.text),
-                is_error=result.is_error,
-                duration_s=duration,
-            )
-            results.append(result.to_message(call))
-        if first_fatal is not None:
-            raise first_fatal
-        return results
-
-    async def _execute(self, call: ToolCall) -> _Outcome:
-        """Start one admitted call, unless the run was stopped while it waited for its turn.
-
-        Returns (result, duration, fatal error or None, whether it started). Errors are returned,
-        not raised, so concurrent siblings finish and the first fatal error in call order wins (a
-        task group would otherwise wrap them in an ``ExceptionGroup``). ``tool.started`` is
-        emitted here, when the tool really starts, not when it is queued.
-        """
-        ctx = self.ctx
-        if ctx.cancellation.is_cancelled or self.limits.deadline is not None:
-            try:
-                ctx.cancellation.raise_if_cancelled()
-                self.limits.check_deadline()  # limit.reached is emitted once, by _run_tools
-            except (Cancelled, RunTimeout) as exc:
-                return ToolResult.error(_error_text(exc)), 0.0, exc, False
-        ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
-        started = self.clock.monotonic()
-        self.live_tools[id(call)] = (call, started)
-        reporter = bind_reporter(ctx, call, self.harness.middleware)  # for a ToolReporter parameter
-        try:
-            result = await self._execute_inner(call)
-        except Exception as exc:
-            self.live_tools.pop(id(call), None)
-            return ToolResult.error(_error_text(exc)), self.clock.monotonic() - started, exc, True
-        finally:
-            unbind_reporter(reporter)
-        # (a task cancel leaves the call in live_tools, for _run_tools to close)
-        self.live_tools.pop(id(call), None)
-        return result, self.clock.monotonic() - started, None, True
-
-    def _close_live_tools(self, exc: BaseException) -> None:
-        now = self.clock.monotonic()
-        live, self.live_tools = self.live_tools, {}
-        for call, started in live.values():
-            self.ctx.emit(
-                ToolFailed,
-                call_id=call.id,
-                tool_name=call.name,
-                error_type=type(exc).__name__,
-                error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
-                duration_s=now - started,
-                status="cancelled",
-            )
-
-    async def _execute_inner(self, call: ToolCall) -> ToolResult:
-        policy, tools = self.harness.policy, self.harness.tools
-        if self.supplied and (supplied := self.supplied.pop(id(call), None)) is not None:
-            return supplied  # a before_tool hook answered the call
-        tool: Tool | None = tools.get(call.name)
-        if tool is None:
-            message = tools.unknown_tool_message(call.name, call.arguments)
-            if policy.unknown_tool == "fail":
-                raise UnknownToolError(message, tool_name=call.name, call_id=call.id)
-            return ToolResult.error(message)
-        if not call.arguments_valid:
-            message = (
-                f"invalid arguments for tool `{call.name}`: not a JSON object: {_preview(call.raw_arguments or '')}"
-            )
-            if policy.invalid_args == "fail":
-                raise ToolArgumentsError(message, tool_name=call.name, call_id=call.id)
-            return ToolResult.error(message)
-        gated = await gate_tool_call(
-            self.ctx,
-            tool,
-            call,
-            unattended=policy.unattended_approval,
-            remaining_s=self.limits.remaining_s,
-            on_deadline=self._timeout,
-        )
-        if isinstance(gated, ToolResult):  # denied: the model is told why
-            return gated
-        call = gated
-        tool_timeout = tool.timeout_s if tool.timeout_s is not None else policy.tool_timeout_s
-        run_remaining = self.limits.remaining_s()
-        budget = _min_optional(tool_timeout, run_remaining)
-        try:
-            if budget is None:  # no timeout and no deadline: no cancel scope to set up
-                return await tool.call(self.ctx, call.arguments)
-            with anyio.move_on_after(budget) as scope:
-                return await tool.call(self.ctx, call.arguments)
-        except ToolArgumentsError as exc:
-            if policy.invalid_args == "fail":
-                raise
-            return ToolResult.error(str(exc))
-        except (Cancelled, LimitExceeded):
-            raise
-        except Exception as exc:
-            failure = f"tool `{call.name}` failed: {describe_error(exc)}"
-            if policy.tool_errors == "fail":
-                raise ToolError(failure, tool_name=call.name, call_id=call.id) from exc
-            return ToolResult.error(failure)
-        # only reached when the time budget cancelled the call
-        assert scope.cancelled_caught
-        if tool_timeout is None or (run_remaining is not None and run_remaining <= tool_timeout):
-            raise self._timeout()
-        return ToolResult.error(f"tool `{call.name}` timed out after {tool_timeout:g} s")
 
     # ---------------------------------------------------------------------------- limits and exits
     def _check_limit(self, check: Any) -> None:
@@ -634,49 +474,10 @@ class RunLoop:
     async def _finish_failed(self, exc: Exception) -> AgentRun:
         self._keep_partial()
         run = self._result("failed", error=exc)
-        self.ctx.emit(RunFailed, error_type=type(exc).__name__, error=_error_text(exc), duration_s=run.duration_s)
+        self.ctx.emit(RunFailed, error_type=type(exc).__name__, error=error_text(exc), duration_s=run.duration_s)
         await self.harness.middleware.on_error(self.ctx, exc)
         self._close_status("failed", exc)
         return run
-
-
-_Outcome: TypeAlias = tuple[ToolResult, float, Exception | None, bool]
-
-
-def _ended_as(error: BaseException) -> str:
-    """The ``status`` of a ``tool.failed``: how the call ended."""
-    if isinstance(error, Cancelled):
-        return "cancelled"
-    if isinstance(error, RunTimeout):
-        return "timed_out"
-    return "failed"
-
-
-def _cache_lookup(
-    cache: ResponseCache, request: ModelRequest, model: ChatModel
-) -> tuple[str | None, ModelResponse | None]:
-    """A cache problem (unserializable request, a closed or locked store) is a miss, never a failed run."""
-    try:
-        key = cache_key(request, model=f"{model.provider}:{model.model_name}")
-        return key, cache.get(key)
-    except Exception:
-        _log.warning("response cache lookup failed; treating it as a miss", exc_info=True)
-        return None, None
-
-
-def _cache_store(cache: ResponseCache, key: str, response: ModelResponse) -> None:
-    try:
-        cache.put(key, response)
-    except Exception:
-        _log.warning("response cache write failed; the run goes on", exc_info=True)
-
-
-def _min_optional(a: float | None, b: float | None) -> Any:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return min(a, b)
 
 
 def _last_user_text(messages: Sequence[Message]) -> str:
@@ -684,10 +485,3 @@ def _last_user_text(messages: Sequence[Message]) -> str:
         if message.role == "user":
             return message.text
     return ""
-
-
-def _error_text(error: BaseException | None) -> str:
-    if error is None:
-        return ""
-    text = str(error) if isinstance(error, TinyAgentsError) else describe_error(error)
-    return _preview(text)

@@ -21,13 +21,12 @@ from ._model import ModelResponse
 from ._profile import ModelProfile, profile_for
 from ._tokens import TokenEstimator
 from ._window import ContextWindow
-from .memory import ContextPressureChain
 from .providers import ModelRegistry, resolve_model
 
 if TYPE_CHECKING:
     from ._context import RunContext
-    from ._harness import AgentHarness
     from ._model import ChatModel, ModelRequest
+    from .memory import ContextFitter
 
 __all__ = ["select_model"]
 
@@ -119,24 +118,13 @@ def _resolved(provider: str, model: str, source: ModelResolutionSource) -> Resol
 
 
 async def refit_for(
-    harness: AgentHarness[Any], ctx: RunContext[Any], request: ModelRequest, model: ChatModel
+    fitter: ContextFitter, ctx: RunContext[Any], request: ModelRequest, model: ChatModel
 ) -> ModelRequest:
     """``request`` made to fit ``model``'s window when that is smaller than the one it was fitted to."""
     size = _profile(model).context_window
-    fitted = harness.context_window
+    fitted = fitter.window
     if size is None or (fitted is not None and fitted.max_tokens <= size):
         return request
     reserved = min(_profile(model).max_output_tokens or 4_096, size // 4)
     window = ContextWindow(model=model.model_name, max_tokens=size, reserved_output_tokens=reserved)
-    estimator = TokenEstimator.for_model(model.model_name)
-    tool_tokens = harness._schema_tokens(estimator, tuple(request.tools))
-    chain = harness.pressure if harness.pressure is not None else ContextPressureChain()
-    messages = await chain.relieve(
-        ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
-    )
-    return (
-        request
-        if len(messages) == len(request.messages)
-        and all(a is b for a, b in zip(messages, request.messages, strict=True))
-        else request.with_messages(tuple(messages))
-    )
+    return await fitter.refit(ctx, request, window, estimator=TokenEstimator.for_model(model.model_name))

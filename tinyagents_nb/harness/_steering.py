@@ -20,19 +20,15 @@ import enum
 import threading
 from collections import deque
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Annotated, Any, Literal, TypeAlias
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import Field, TypeAdapter
 
-from ._errors import Cancelled, ConfigurationError, SteeringError
-from ._events import SteeringApplied
+from ._errors import ConfigurationError, SteeringError
 from ._json import freeze_json_object
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
-
-if TYPE_CHECKING:
-    from ._context import RunContext
 
 __all__ = [
     "Cancel",
@@ -196,7 +192,7 @@ class SteeringReceipt:
         return f"SteeringReceipt({self.command.command}, status={self.status!r}{why})"
 
 
-_Pending: TypeAlias = tuple[SteeringCommand, SteeringReceipt]
+Pending: TypeAlias = tuple[SteeringCommand, SteeringReceipt]
 
 
 class SteeringOutcome(enum.StrEnum):
@@ -212,7 +208,7 @@ class _State:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.queue: deque[_Pending] = deque()
+        self.queue: deque[Pending] = deque()
         self.paused = False
         self.pause_reason: str | None = None
         self.waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
@@ -269,7 +265,7 @@ class SteeringHandle:
         """Take every pending command, oldest first (their receipts stay ``queued``)."""
         return [command for command, _ in self._take()]
 
-    def _take(self) -> list[_Pending]:
+    def _take(self) -> list[Pending]:
         state = self._state
         with state.lock:
             batch = list(state.queue)
@@ -339,102 +335,3 @@ class SteeringHandle:
 def _wake(fut: asyncio.Future[None]) -> None:
     if not fut.done():
         fut.set_result(None)
-
-
-def apply_batch(
-    ctx: RunContext[Any], handle: SteeringHandle, batch: list[_Pending], messages: list[Message]
-) -> SteeringOutcome:
-    """Apply a taken batch at a checkpoint, in order; one ``steering.applied`` event per command.
-
-    Returns (and records on the handle) the ``SteeringOutcome``: ``PAUSE`` while the run is held.
-
-    A command the policy does not permit, or an injection that would break the transcript, is
-    rejected on its own (its receipt says why) and the others still apply.
-
-    Raises:
-        Cancelled: The batch contains a permitted ``Cancel`` (later commands are rejected).
-    """
-    refusals = _refusals(handle.policy, batch)
-    for index, (command, receipt) in enumerate(batch):
-        refusal = refusals.get(index)
-        if refusal is not None:
-            receipt._resolve(refusal)
-            ctx.emit(SteeringApplied, command=command.command, accepted=False, detail=refusal.message[:200])
-            continue
-        detail = ""
-        if isinstance(command, Pause):
-            handle._latch_pause(command.reason)
-            detail = command.reason or ""
-        elif isinstance(command, Resume):
-            handle._release()
-        elif isinstance(command, Cancel):
-            receipt._resolve()
-            ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=command.reason or "")
-            handle._state.outcome = SteeringOutcome.CANCEL
-            for _, later in batch[index + 1 :]:
-                later._resolve(SteeringError("the run was cancelled by an earlier command of the same batch"))
-            ctx.cancellation.cancel(command.reason or "cancelled by steering")
-            raise Cancelled(ctx.cancellation.reason)
-        elif isinstance(command, InjectMessage):
-            messages.append(command.message)
-            detail = command.message.text[:200]
-        elif isinstance(command, Redirect):
-            messages.append(SystemMessage(text=f"[steering:redirect] {command.instruction}"))
-            detail = command.instruction[:200]
-        else:
-            ctx.config = replace(ctx.config, metadata={**ctx.config.metadata, **command.metadata})
-            detail = ", ".join(sorted(command.metadata))
-        receipt._resolve()
-        ctx.emit(SteeringApplied, command=command.command, accepted=True, detail=detail)
-    outcome = SteeringOutcome.PAUSE if handle.is_paused else SteeringOutcome.CONTINUE
-    if batch or handle._state.outcome is None:
-        handle._state.outcome = outcome
-    return outcome
-
-
-def _refusals(policy: SteeringPolicy, batch: list[_Pending]) -> dict[int, SteeringError]:
-    """The commands of ``batch`` to reject, by position, each with its reason.
-
-    Injected tool traffic must arrive as a unit: an assistant message with tool calls followed, in
-    the same batch and directly, by one tool result per call. Anything else would send the provider
-    an orphan result or an unanswered call.
-    """
-    refusals: dict[int, SteeringError] = {}
-    for index, (command, _) in enumerate(batch):
-        if not policy.permits(command.command):
-            refusals[index] = SteeringError(
-                f"steering command `{command.command}` is not permitted by the run's steering policy",
-                hint="create the SteeringHandle with SteeringPolicy().allow(...) or SteeringPolicy.allow_all()",
-            )
-    index = 0
-    while index < len(batch):
-        message = _injected(batch[index][0])
-        if isinstance(message, ToolMessage) and index not in refusals:
-            refusals[index] = SteeringError(
-                f"injected tool result for call {message.tool_call_id!r} answers no tool call",
-                hint="inject it right after the AssistantMessage that makes the call, in the same batch",
-            )
-        if not (isinstance(message, AssistantMessage) and message.tool_calls) or index in refusals:
-            index += 1
-            continue
-        end = index + 1
-        while end < len(batch) and isinstance(_injected(batch[end][0]), ToolMessage) and end not in refusals:
-            end += 1
-        answers = [
-            m.tool_call_id for m in (_injected(c) for c, _ in batch[index + 1 : end]) if isinstance(m, ToolMessage)
-        ]
-        calls = [c.id for c in message.tool_calls]
-        if sorted(answers) != sorted(calls):
-            problem = SteeringError(
-                f"injected tool calls {calls} are not answered exactly once by the injected results that follow "
-                f"({answers})",
-                hint="send the AssistantMessage and one ToolMessage per call together, in that order",
-            )
-            for j in range(index, end):
-                refusals[j] = problem
-        index = end
-    return refusals
-
-
-def _injected(command: SteeringCommand) -> Message | None:
-    return command.message if isinstance(command, InjectMessage) else None

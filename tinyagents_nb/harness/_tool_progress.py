@@ -11,6 +11,7 @@ test) gets a reporter that drops its reports.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -21,9 +22,8 @@ from ._events import ToolDeltaEvent
 if TYPE_CHECKING:
     from ._context import RunContext
     from ._messages import ToolCall
-    from ._middleware import MiddlewareStack
 
-__all__ = ["ToolDelta", "ToolReporter", "bind_reporter", "current_reporter", "unbind_reporter"]
+__all__ = ["OnToolDelta", "ToolDelta", "ToolReporter", "bind_reporter", "current_reporter", "unbind_reporter"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +51,10 @@ class ToolDelta:
             raise ConfigurationError(f"ToolDelta.progress must be a number from 0 to 1, got {p!r}")
 
 
+OnToolDelta = Callable[["RunContext[Any]", "ToolCall", ToolDelta], None]
+"""What a report runs after its event: the middleware stack's ``on_tool_delta`` in a run."""
+
+
 class ToolReporter:
     """Reports progress for one tool call; injected into a tool parameter annotated ``ToolReporter``.
 
@@ -58,12 +62,12 @@ class ToolReporter:
     synchronous and cheap: one event and the ``on_tool_delta`` hooks, on the calling thread.
     """
 
-    __slots__ = ("_call", "_ctx", "_middleware", "sent")
+    __slots__ = ("_call", "_ctx", "_on_delta", "sent")
 
-    def __init__(self, ctx: RunContext[Any] | None, call: ToolCall | None, middleware: MiddlewareStack | None) -> None:
+    def __init__(self, ctx: RunContext[Any] | None, call: ToolCall | None, on_delta: OnToolDelta | None) -> None:
         self._ctx = ctx
         self._call = call
-        self._middleware = middleware
+        self._on_delta = on_delta
         self.sent = 0
         """How many reports this call made."""
 
@@ -89,8 +93,8 @@ class ToolReporter:
             progress=delta.progress,
             data=delta.data,
         )
-        if self._middleware is not None:
-            self._middleware.on_tool_delta(ctx, call, delta)
+        if self._on_delta is not None:
+            self._on_delta(ctx, call, delta)
 
     def __repr__(self) -> str:
         return f"ToolReporter(call_id={self.call_id!r}, sent={self.sent})"
@@ -105,9 +109,12 @@ def current_reporter() -> ToolReporter:
     return _CURRENT.get()
 
 
-def bind_reporter(ctx: RunContext[Any], call: ToolCall, middleware: MiddlewareStack) -> Any:
-    """Bind a reporter for ``call`` in this task; returns the token to ``unbind_reporter`` with."""
-    return _CURRENT.set(ToolReporter(ctx, call, middleware))
+def bind_reporter(ctx: RunContext[Any], call: ToolCall, on_delta: OnToolDelta | None) -> Any:
+    """Bind a reporter for ``call`` in this task; returns the token to ``unbind_reporter`` with.
+
+    ``on_delta`` is the middleware stack's ``on_tool_delta`` (a callable, so tools need not know middleware).
+    """
+    return _CURRENT.set(ToolReporter(ctx, call, on_delta))
 
 
 def unbind_reporter(token: Any) -> None:

@@ -3,7 +3,8 @@
 ``ShortTermMemory``/``MemoryMiddleware`` load and save a thread's history in a store;
 ``LongTermMemory`` recalls facts across threads; ``ContextPressureChain`` applies pressure
 policies (drop retrieved context, compact tool outputs, trim, summarize) when a request outgrows its
-window, and ``call_compacting`` retries a request the provider rejected as too long.
+window; ``ContextFitter`` is what a harness fits each request with, and ``compact_rejected``
+shrinks a request the provider rejected as too long.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from ._context_providers import (
     ContextProvidersMiddleware as ContextProvidersMiddleware,
     ContextTransform as ContextTransform,
     compose_transforms as compose_transforms,
+)
+from ._fitting import (
+    ContextFitter as ContextFitter,
 )
 from ._long_term import (
     LongTermMemory as LongTermMemory,
@@ -46,7 +50,7 @@ from ._pressure import (
     load_tool_output as load_tool_output,
 )
 from ._reactive import (
-    call_compacting as call_compacting,
+    compact_rejected as compact_rejected,
 )
 from ._summarization import (
     SUMMARY_HEADER as SUMMARY_HEADER,
@@ -80,6 +84,7 @@ __all__ = [
     "CompactToolOutputs",
     "CompressionProvenance",
     "ConcatSummarizer",
+    "ContextFitter",
     "ContextPressureChain",
     "ContextProvider",
     "ContextProvidersMiddleware",
@@ -115,7 +120,7 @@ __all__ = [
     "ThreadCompaction",
     "TrimOldMessages",
     "TrimStrategy",
-    "call_compacting",
+    "compact_rejected",
     "compose_transforms",
     "default_policies",
     "get_state",

@@ -3,7 +3,7 @@
 The pressure chain fits each request to the window *estimate*; estimates can be wrong (a tokenizer
 the estimator does not know, images, a provider's hidden overhead) and some models have no known
 window at all. When the adapter raises ``ContextLimitError`` the loop compacts the request with the
-pressure chain against a tighter target and sends it again, at most
+harness's ``ContextFitter`` against a tighter target and sends it again, at most
 ``RunPolicy.reactive_compactions`` times per model call, before the error ends the run.
 
 The target: when the provider reported both its limit and the prompt's real size, the estimate is
@@ -18,39 +18,21 @@ from typing import TYPE_CHECKING, Any
 
 from .._errors import ContextLimitError
 from .._events import ContextPressure
-from .._tokens import TokenEstimator
 from .._window import ContextWindow
-from ._pressure import ContextPressureChain
+from ._fitting import ContextFitter
 
 if TYPE_CHECKING:
     from .._context import RunContext
-    from .._harness import AgentHarness
-    from .._loop import RunLoop
-    from .._model import ModelRequest, ModelResponse
+    from .._model import ModelRequest
 
-__all__: list[str] = []
+__all__ = ["compact_rejected"]
 
 _MARGIN = 0.9
 _SHRINK = 0.7
 
 
-async def call_compacting(loop: RunLoop, request: ModelRequest, call_id: str) -> ModelResponse:
-    """``loop._call_model``, compacting and re-sending on the provider's ``ContextLimitError``."""
-    allowed = loop.harness.policy.reactive_compactions
-    attempt = 0
-    while True:
-        try:
-            return await loop._call_model(request, call_id)
-        except ContextLimitError as exc:
-            attempt += 1
-            if attempt > allowed:
-                raise
-            loop._discard(call_id, "compaction")
-            request = await compact_rejected(loop.harness, loop.ctx, request, exc, attempt=attempt, of=allowed)
-
-
 async def compact_rejected(
-    harness: AgentHarness[Any],
+    fitter: ContextFitter,
     ctx: RunContext[Any],
     request: ModelRequest,
     error: ContextLimitError,
@@ -58,14 +40,15 @@ async def compact_rejected(
     attempt: int,
     of: int,
 ) -> ModelRequest:
-    """A smaller request after the provider rejected ``request`` as too long.
+    """A smaller request after the provider rejected ``request`` as too long (attempt ``attempt`` of ``of``).
 
     Raises:
         ContextLimitError: ``error`` itself when the chain cannot shrink the request further.
     """
-    estimator = TokenEstimator.for_model(harness.model.model_name)
-    tool_tokens = harness._schema_tokens(estimator, tuple(request.tools))
-    estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+    estimator = fitter.estimator
+    estimate = estimator.estimate(
+        request.messages, tools_schema_tokens=fitter.schema_tokens(estimator, tuple(request.tools))
+    )
     if error.limit_tokens and error.estimated_tokens and error.estimated_tokens > error.limit_tokens:
         target = int(estimate * error.limit_tokens / error.estimated_tokens * _MARGIN)
         if request.max_output_tokens:
@@ -81,14 +64,11 @@ async def compact_rejected(
         limit_tokens=target,
         detail=f"the provider rejected the prompt as too long; compacting to {target} tokens (attempt {attempt}/{of})",
     )
-    chain = harness.pressure if harness.pressure is not None else ContextPressureChain()
-    window = ContextWindow(model=harness.model.model_name, max_tokens=target)
+    window = ContextWindow(model=fitter.model_name, max_tokens=target)
     try:
-        messages = await chain.relieve(
-            ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
-        )
+        smaller = await fitter.refit(ctx, request, window, estimator=estimator)
     except ContextLimitError as exc:
         raise error from exc
-    if len(messages) == len(request.messages) and all(a is b for a, b in zip(messages, request.messages, strict=True)):
+    if smaller is request:
         raise error
-    return request.with_messages(tuple(messages))
+    return smaller

@@ -19,6 +19,8 @@ from ._response_cache import (
     SQLiteResponseCache as SQLiteResponseCache,
     StoreResponseCache as StoreResponseCache,
     cache_key as cache_key,
+    lookup_response as lookup_response,
+    store_response as store_response,
 )
 from ._stores import (
     InMemoryStore as InMemoryStore,
@@ -43,5 +45,7 @@ __all__ = [
     "StoreRegistry",
     "StoreResponseCache",
     "cache_key",
+    "lookup_response",
     "open_sqlite",
+    "store_response",
 ]

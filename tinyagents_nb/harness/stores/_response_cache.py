@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import re
@@ -36,7 +37,11 @@ __all__ = [
     "SQLiteResponseCache",
     "StoreResponseCache",
     "cache_key",
+    "lookup_response",
+    "store_response",
 ]
+
+_log = logging.getLogger("tinyagents_nb")
 
 _KEY_VERSION: Final = 1  # bump when the key projection changes, so old persistent entries stop matching
 _ENTRY_VERSION: Final = 1  # bump when the stored response layout changes; old entries then read as misses
@@ -113,6 +118,29 @@ class ResponseCache(Protocol):
         ...
 
     def __len__(self) -> int: ...
+
+
+def lookup_response(
+    cache: ResponseCache, request: ModelRequest, *, model: str
+) -> tuple[str | None, ModelResponse | None]:
+    """``(key, hit)`` for ``request``; a cache problem (unserializable request, closed or locked store) is a miss.
+
+    The loop consults the cache before every model call: a broken cache must cost a call, never a run.
+    """
+    try:
+        key = cache_key(request, model=model)
+        return key, cache.get(key)
+    except Exception:
+        _log.warning("response cache lookup failed; treating it as a miss", exc_info=True)
+        return None, None
+
+
+def store_response(cache: ResponseCache, key: str, response: ModelResponse) -> None:
+    """``cache.put``, logging instead of raising: a failed write leaves the run going."""
+    try:
+        cache.put(key, response)
+    except Exception:
+        _log.warning("response cache write failed; the run goes on", exc_info=True)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

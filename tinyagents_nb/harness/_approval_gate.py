@@ -1,0 +1,174 @@
+"""The approval gate: the loop asks it before every tool call whether the call may run, as is or edited.
+
+See ``_approval`` for the desk a person answers at. A tool opts in with ``requires_approval``;
+``require_approval`` adds that to a tool you do not own. The gate fails closed: when nobody can
+answer, ``RunPolicy.unattended_approval`` decides at once (``None``: deny), and a Stop or the
+deadline withdraws a waiting request.
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, TypeAlias
+
+from ._approval import ApprovalDecision, ApprovalDesk, ApprovalRequest, UnattendedApproval, decision_for
+from ._errors import ConfigurationError, RunTimeout
+from ._events import ApprovalDecided, ApprovalRequested
+from ._messages import ToolCall
+from ._tools import Tool, ToolResult
+
+if TYPE_CHECKING:
+    from ._context import RunContext
+    from ._model import ToolSchema
+
+__all__ = ["ApprovalRule", "gate_tool_call", "require_approval"]
+
+Verdict: TypeAlias = bool | Literal["ask", "approve", "deny"]
+ApprovalRule: TypeAlias = bool | Callable[["RunContext[Any]", Mapping[str, Any]], Verdict | Awaitable[Verdict]]
+"""``True``/``False``, or a per-call callable ``(ctx, arguments) -> True | False | "ask" | "approve" | "deny"``."""
+
+
+async def _verdict(rule: Any, ctx: RunContext[Any], call: ToolCall) -> Verdict:
+    if not callable(rule):
+        return bool(rule)
+    verdict = rule(ctx, call.arguments)
+    if inspect.isawaitable(verdict):
+        verdict = await verdict
+    if verdict not in (True, False, "ask", "approve", "deny"):
+        raise ConfigurationError(
+            f"the approval rule of tool `{call.name}` returned {verdict!r}; "
+            "return True/'ask', False, 'approve' or 'deny'"
+        )
+    return verdict  # type: ignore[no-any-return]
+
+
+async def gate_tool_call(
+    ctx: RunContext[Any],
+    tool: Tool,
+    call: ToolCall,
+    *,
+    unattended: UnattendedApproval | None,
+    remaining_s: Callable[[], float | None],
+    on_deadline: Callable[[], RunTimeout],
+) -> ToolCall | ToolResult:
+    """The call to run (possibly with approved, edited arguments), or the error result of a denial.
+
+    Called by the loop for every tool call; a tool without ``requires_approval`` costs one
+    ``getattr``. Raises ``Cancelled`` when a Stop ends the wait and the run's ``RunTimeout``
+    when its deadline does (after recording the withdrawn request).
+    """
+    rule = getattr(tool, "requires_approval", False)
+    if rule is False or rule is None:
+        return call
+    verdict = await _verdict(rule, ctx, call)
+    if verdict is False:
+        return call
+    request = ApprovalRequest(call_id=call.id, tool_name=call.name, arguments=call.arguments, run_id=ctx.run_id)
+    ctx.emit(ApprovalRequested, call_id=call.id, tool_name=call.name, arguments=call.arguments)
+    desk: ApprovalDesk | None = ctx.approvals
+    waited = time.monotonic()
+    if verdict in ("approve", "deny"):
+        decision = decision_for(
+            request, approved=verdict == "approve", decided_by="policy", reason="decided by the tool's approval rule"
+        )
+    elif desk is None or not desk.attended:
+        why = "the run has no approval handle" if desk is None else "the session is unattended"
+        decision = decision_for(
+            request,
+            approved=unattended == "approve",
+            decided_by="unattended",
+            reason=f"nobody can answer ({why}); unattended_approval={unattended!r}",
+        )
+    else:
+        timed_out = True
+        try:
+            with ctx.cancellation.scope(timeout_s=remaining_s()):
+                decision = await desk._wait(request, _arguments_check(tool))
+                timed_out = False
+        except BaseException:  # a Stop (Cancelled) or the task itself was cancelled
+            _withdrawn(ctx, request, "the run was stopped while the call waited", waited)
+            raise
+        if timed_out:
+            _withdrawn(ctx, request, "the run's deadline passed while the call waited", waited)
+            raise on_deadline()
+    _emit_decided(ctx, decision, time.monotonic() - waited)
+    if not decision.approved:
+        from_ = {"person": "by a person", "policy": "by policy", "unattended": "automatically"}[decision.decided_by]
+        why = f": {decision.reason}" if decision.reason else ""
+        return ToolResult.error(f"the call to tool `{call.name}` was denied {from_}{why}. Do not retry it unchanged.")
+    return replace(call, arguments=decision.arguments) if decision.edited else call
+
+
+def _arguments_check(tool: Tool) -> Callable[[Mapping[str, Any]], None] | None:
+    check = getattr(tool, "validate_arguments", None)
+    return check if callable(check) else None
+
+
+def _withdrawn(ctx: RunContext[Any], request: ApprovalRequest, reason: str, waited: float) -> None:
+    decision = decision_for(request, approved=False, decided_by="withdrawn", reason=reason)
+    _emit_decided(ctx, decision, time.monotonic() - waited)
+
+
+def _emit_decided(ctx: RunContext[Any], decision: ApprovalDecision, wait_s: float) -> None:
+    ctx.emit(
+        ApprovalDecided,
+        call_id=decision.call_id,
+        tool_name=decision.tool_name,
+        approved=decision.approved,
+        decided_by=decision.decided_by,
+        decider=decision.decider,
+        reason=decision.reason,
+        arguments_sha256=decision.arguments_sha256,
+        edited=decision.edited,
+        arguments=decision.arguments if decision.edited else None,
+        decided_at=decision.decided_at,
+        wait_s=wait_s,
+    )
+
+
+# ------------------------------------------------------------------------------------------ any tool
+class _ApprovalTool:
+    """A tool you do not own, with an approval rule added; everything else is delegated."""
+
+    __slots__ = ("_tool", "requires_approval")
+
+    def __init__(self, tool: Tool, rule: ApprovalRule) -> None:
+        self._tool = tool
+        self.requires_approval = rule
+
+    @property
+    def name(self) -> str:
+        return self._tool.name
+
+    @property
+    def description(self) -> str:
+        return self._tool.description
+
+    @property
+    def schema(self) -> ToolSchema:
+        return self._tool.schema
+
+    @property
+    def timeout_s(self) -> float | None:
+        return self._tool.timeout_s
+
+    async def call(self, ctx: RunContext[Any], arguments: Mapping[str, Any]) -> ToolResult:
+        return await self._tool.call(ctx, arguments)
+
+    def validate_arguments(self, arguments: Mapping[str, Any]) -> None:
+        validate = getattr(self._tool, "validate_arguments", None)
+        if callable(validate):
+            validate(arguments)
+
+    def __repr__(self) -> str:
+        return f"require_approval({self._tool!r})"
+
+
+def require_approval(tool: Tool, rule: ApprovalRule = True) -> Tool:
+    """``tool`` with an approval rule, for tools built elsewhere (MCP servers, sub-agents, your own classes)."""
+    if not (rule is True or rule is False or callable(rule)):
+        raise ConfigurationError(f"requires_approval must be a bool or a callable, got {rule!r}")
+    return _ApprovalTool(tool, rule)

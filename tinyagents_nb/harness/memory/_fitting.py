@@ -1,0 +1,140 @@
+"""``ContextFitter``: makes each request of a harness fit its model's context window.
+
+The loop asks it before every model call (``fit``), the budget check asks what the request it made
+costs in prompt tokens (``request_tokens``), a fallback to a model with a smaller window refits the
+request (``refit``), and reactive compaction shrinks a request the provider rejected as too long
+(``compact_rejected`` in this package). Estimates are counted once: the tokenizer is looked up once
+per fitter, tool-schema tokens once per distinct tool set, and the request ``fit`` made is
+remembered so the budget check that follows does not count it again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from .._tokens import TokenEstimator
+from .._window import ContextWindow
+from ._pressure import ContextPressureChain
+
+if TYPE_CHECKING:
+    from .._context import RunContext
+    from .._model import ModelRequest, ToolSchema
+
+__all__ = ["ContextFitter"]
+
+_TOOL_TOKEN_SETS = 16  # distinct tool sets whose schema token count is remembered
+
+
+class ContextFitter:
+    """The context-window arithmetic of one harness: its window, its pressure chain, its estimates.
+
+    Args:
+        model_name: The model whose tokenizer estimates prompts.
+        window: The window requests must fit (``None``: unknown, so requests are only measured
+            when asked and never relieved).
+        pressure: The chain that relieves a request over its window (``None``: measure only and
+            let the provider have the last word).
+    """
+
+    __slots__ = ("_estimator", "_last_estimate", "_last_tools", "_tool_tokens", "model_name", "pressure", "window")
+
+    def __init__(
+        self, model_name: str, window: ContextWindow | None, pressure: ContextPressureChain | None = None
+    ) -> None:
+        self.model_name = model_name
+        self.window = window
+        self.pressure = pressure
+        self._estimator: TokenEstimator | None = None
+        # tool-schema token counts by the identity of the schemas sent (kept alive, so ids stay unique)
+        self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
+        self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
+        self._last_estimate: tuple[ModelRequest, int] | None = None
+
+    @property
+    def estimator(self) -> TokenEstimator:
+        """The estimator for this fitter's model (looked up on first use)."""
+        if self._estimator is None:
+            self._estimator = TokenEstimator.for_model(self.model_name)
+        return self._estimator
+
+    async def fit(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
+        """Make the request fit the window (the pressure chain) and publish the estimate.
+
+        The run's own transcript is not changed: relief applies to what is sent, and the chain's
+        summaries are reused across calls so re-relieving the same history is cheap. The final
+        estimate lands on ``ctx.context_window``, where the notebook's gauge reads it.
+        """
+        window = self.window
+        if window is None:
+            return request
+        estimator = self.estimator
+        tool_tokens = self.schema_tokens(estimator, tuple(request.tools))
+        estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+        if self.pressure is not None and not window.fits(estimate):
+            relieved = await self.pressure.relieve(
+                ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
+            )
+            request = request.with_messages(tuple(relieved))
+            estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+        ctx.context_window = window.with_estimate(estimate)
+        self._last_estimate = (request, estimate)
+        return request
+
+    def request_tokens(self, request: ModelRequest) -> int:
+        """The prompt tokens ``request`` is estimated at (``fit``'s estimate when it made this request)."""
+        last = self._last_estimate
+        if last is not None and last[0] is request:
+            return last[1]
+        estimator = self.estimator
+        return estimator.estimate(request.messages, tools_schema_tokens=self.schema_tokens(estimator, request.tools))
+
+    async def refit(
+        self, ctx: RunContext[Any], request: ModelRequest, window: ContextWindow, *, estimator: TokenEstimator
+    ) -> ModelRequest:
+        """``request`` relieved to fit ``window`` (another model's, or a tighter target); itself when unchanged.
+
+        Uses this fitter's chain, or the default chain when it has none: a window that is known to
+        be too small must be met, whatever the harness chose for routine relief.
+        """
+        chain = self.pressure if self.pressure is not None else ContextPressureChain()
+        messages = await chain.relieve(
+            ctx,
+            request.messages,
+            window=window,
+            estimator=estimator,
+            tools_schema_tokens=self.schema_tokens(estimator, tuple(request.tools)),
+        )
+        return request if _same(messages, request.messages) else request.with_messages(tuple(messages))
+
+    def schema_tokens(self, estimator: TokenEstimator, tools: Sequence[ToolSchema]) -> int:
+        """Tokens the tool schemas cost, counted once per distinct tool set.
+
+        The set can change between calls (tools registered or removed, the structured-output tool
+        added, a middleware narrowing the tools), so the count is keyed by the schemas' identity:
+        the registry hands out the same schema objects until it changes, which keeps a hit to one
+        tuple of ``id``s and one dict lookup.
+        """
+        last = self._last_tools
+        if last[0] is tools:
+            return last[1]
+        schemas = tuple(tools)
+        key = tuple(map(id, schemas))
+        hit = self._tool_tokens.get(key)
+        if hit is not None:
+            self._last_tools = hit
+            return hit[1]
+        text = "".join(f"{s.name}{s.description}{dict(s.parameters)}" for s in schemas)
+        tokens = estimator.counter.count(text) if text else 0
+        if len(self._tool_tokens) >= _TOOL_TOKEN_SETS:
+            self._tool_tokens.pop(next(iter(self._tool_tokens)))  # oldest first
+        self._tool_tokens[key] = self._last_tools = (schemas, tokens)
+        return tokens
+
+    def __repr__(self) -> str:
+        size = None if self.window is None else self.window.max_tokens
+        return f"ContextFitter(model={self.model_name!r}, window={size}, pressure={self.pressure is not None})"
+
+
+def _same(after: Sequence[Any], before: Sequence[Any]) -> bool:
+    return len(after) == len(before) and all(a is b for a, b in zip(after, before, strict=True))
