@@ -1,8 +1,9 @@
-"""``%agent mcp …``: Model Context Protocol servers whose tools every ``%%agent`` run of the kernel gets.
+"""The MCP servers a ``NotebookSession`` holds, kept below the session so it can own them.
 
 The session owns its servers: a run's harness sees them through ``ServerSet``, a ``ToolProvider``
 whose ``aclose`` does nothing, so finishing a run (which closes its harness) leaves them running for
 the next cell. They stop with ``%agent mcp remove`` and at kernel exit (the harness's atexit hook).
+``%agent mcp`` (in ``_mcp``, above the session) edits them.
 """
 
 from __future__ import annotations
@@ -10,22 +11,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.error import UsageError
-
 from tinyagents_nb.harness import MCPServer, RunContext, Tool
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from ._magics import AgentMagics
-    from ._session import NotebookSession
-
-__all__ = ["ServerSet", "SessionServers", "mcp_command"]
-
-USAGE = (
-    "use %agent mcp list, %agent mcp add NAME -- COMMAND ARGS…, %agent mcp add NAME --url URL, "
-    "or %agent mcp remove NAME"
-)
+__all__ = ["ServerSet", "SessionServers"]
 
 
 class ServerSet:
@@ -123,35 +114,3 @@ class SessionServers:
             for s in (self._servers[n] for n in self.names())
         ]
         return pd.DataFrame(rows, columns=["server", "transport", "target", "status", "tools", "stderr log"])
-
-
-def _add(servers: SessionServers, args: list[str]) -> None:
-    if len(args) < 3 or args[1] not in ("--", "--url"):
-        raise UsageError(USAGE)
-    name, how, rest = args[0], args[1], args[2:]
-    if how == "--url":
-        if len(rest) != 1:
-            raise UsageError("%agent mcp add NAME --url URL takes one URL (set headers from Python: MCPServer.http)")
-        server = MCPServer.http(name, rest[0])
-    else:
-        server = MCPServer.stdio(name, rest[0], rest[1:])
-    servers.add(server)
-    tools = ", ".join(t.name for t in server.tools) or "none"
-    print(f"MCP server {name} ({server.transport}: {server.target}): {len(server.tools)} tools: {tools}")
-
-
-def mcp_command(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
-    """``%agent mcp [list | add … | remove NAME…]``."""
-    servers = session.mcp
-    action, rest = (args[0], args[1:]) if args else ("list", [])
-    if action == "list" and not rest:
-        return servers.frame()
-    if action == "add":
-        _add(servers, rest)
-        return None
-    if action == "remove" and rest:
-        for name in rest:
-            servers.remove(name)
-        print(f"removed {', '.join(rest)}; MCP servers: {', '.join(servers.names()) or 'none'}")
-        return None
-    raise UsageError(USAGE)
