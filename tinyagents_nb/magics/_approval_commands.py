@@ -8,18 +8,15 @@ may be left out.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import ApprovalRequest
 
+from ._command_host import Command, CommandHost
 from ._display import usd_text
 from ._handle import NotebookRun
 from ._session import NotebookSession
-
-if TYPE_CHECKING:
-    from ._magics import AgentMagics
 
 __all__ = ["APPROVAL_COMMANDS"]
 
@@ -44,7 +41,7 @@ def _one(session: NotebookSession, call_id: str | None, verb: str) -> tuple[Note
     raise UsageError(f"{len(waiting)} tool calls are waiting; name one: %agent {verb} CALL (waiting: {ids})")
 
 
-def _pending_cmd(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _pending_cmd(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     if args:
         raise UsageError(f"%agent pending takes no arguments, got {' '.join(args)!r}")
     waiting = _pending(session)
@@ -56,7 +53,7 @@ def _pending_cmd(magics: AgentMagics, session: NotebookSession, args: list[str])
         print(f"{request.call_id}: {request.tool_name}({arguments})  [run {run.label}]")
 
 
-def _approve(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _approve(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     if len(args) > 1:
         raise UsageError(f"%agent approve takes at most one call id, got {' '.join(args)!r}")
     run, request = _one(session, args[0] if args else None, "approve")
@@ -64,7 +61,7 @@ def _approve(magics: AgentMagics, session: NotebookSession, args: list[str]) -> 
     print(f"approved {request.tool_name} ({request.call_id})")
 
 
-def _deny(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _deny(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     ids = {r.call_id for _, r in _pending(session)}
     call_id = args[0] if args and args[0] in ids else None
     reason = " ".join(args[1:] if call_id is not None else args).strip() or None
@@ -73,7 +70,7 @@ def _deny(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Non
     print(f"denied {request.tool_name} ({request.call_id})" + (f": {reason}" if reason else ""))
 
 
-def _budget(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _budget(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     if args:
         raise UsageError(
             "%agent budget takes no arguments; set the caps with %config AgentMagics.max_cost_usd = 0.5 "
@@ -93,7 +90,7 @@ def _budget(magics: AgentMagics, session: NotebookSession, args: list[str]) -> N
     print("\n".join(lines))
 
 
-APPROVAL_COMMANDS: Mapping[str, Any] = {
+APPROVAL_COMMANDS: Mapping[str, Command] = {
     "approve": _approve,
     "budget": _budget,
     "deny": _deny,

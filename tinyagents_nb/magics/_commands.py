@@ -5,34 +5,31 @@ line and returns ``None``. Errors are raised as ``UsageError`` here or as harnes
 ``AgentMagics`` turns into one line. A command that changes several things checks them all first,
 so a mistake in the third name changes nothing.
 
-To add a command (or a family such as ``%agent mcp …``), write ``def _name(magics, session, args)``
+To add a command (or a family such as ``%agent mcp …``), write ``def _name(host, session, args)``
 and add it to ``COMMANDS``: the ``%agent`` parser takes its choices, its "did you mean" and its
-listing of commands from that mapping.
+listing of commands from that mapping. ``host`` is a ``CommandHost``, the side of ``AgentMagics``
+the commands see: they sit below the magics that dispatch to them.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping
+from typing import Any
 
 from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import Tool, known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
+from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, tools_frame, usd_text
 from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._offline import OFFLINE_MODEL
 from ._session import NotebookSession
 
-if TYPE_CHECKING:
-    from ._magics import AgentMagics
-
 __all__ = ["COMMANDS", "run_command"]
-
-Command = Callable[["AgentMagics", NotebookSession, list[str]], Any]
 
 
 def _no_args(name: str, args: list[str]) -> None:
@@ -67,17 +64,17 @@ def _active(session: NotebookSession, ref: str | None, verb: str) -> NotebookRun
 
 
 # ------------------------------------------------------------------------------------------ commands
-def _status(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _status(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     _no_args("status", args)
     print("\n".join(session.describe()))
 
 
-def _runs(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+def _runs(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     _no_args("runs", args)
     return session.runs_frame()
 
 
-def _stop(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _stop(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     ref = _at_most_one("stop", args, "run")
     if ref == "all":
         runs = session.active_runs()
@@ -91,19 +88,19 @@ def _stop(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Non
     print(f"stopping {', '.join(r.label for r in runs)}")
 
 
-def _pause(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _pause(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     run = _active(session, _at_most_one("pause", args, "run"), "pause")
     run.pause("paused with %agent pause")
     print(f"pausing {run.label} before its next model call (%agent resume continues it)")
 
 
-def _resume(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     run = _active(session, _at_most_one("resume", args, "run"), "resume")
     run.resume()
     print(f"resuming {run.label}")
 
 
-def _steer(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _steer(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     ref, text = _run_and_text("steer", args)
     run = _active(session, ref, "steer")
     run.steer(text)
@@ -113,14 +110,14 @@ def _steer(magics: AgentMagics, session: NotebookSession, args: list[str]) -> No
     )
 
 
-def _redirect(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _redirect(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     ref, text = _run_and_text("redirect", args)
     run = _active(session, ref, "redirect")
     run.redirect(text)
     print(f"redirecting {run.label} before its next model call")
 
 
-def _cost(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+def _cost(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     _no_args("cost", args)
     usage, cost = session.context.usage.total(), session.context.costs.total()
     calls = f"{cost.calls:,} billed model call" + ("" if cost.calls == 1 else "s")
@@ -128,13 +125,13 @@ def _cost(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any
     return session.cost_frame()
 
 
-def _context(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _context(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     thread = _at_most_one("context", args, "thread") or session.thread_id
     window, model, source = session.context_window(thread)
     print(context_text(window, thread_id=thread, model=model, source=source))
 
 
-def _history(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+def _history(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     thread = _at_most_one("history", args, "thread")
     if thread is not None and thread != session.thread_id and thread not in session.history.threads():
         known = ", ".join(session.history.threads()) or "none"
@@ -144,18 +141,18 @@ def _history(magics: AgentMagics, session: NotebookSession, args: list[str]) -> 
     return session.history_frame(thread)
 
 
-def _thread(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _thread(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     choice = _at_most_one("thread", args, "thread")
     if choice is not None:
         session.use_thread(None if choice == "new" else choice)
     print(f"thread: {session.thread_id} ({len(session.messages())} saved messages)")
 
 
-def _model(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _model(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     name = _at_most_one("model", args, "model name")
     if name is not None:
         session.resolve_model(name)  # a bad name or a missing key fails here, not at the next run
-        magics.default_model = "" if name == OFFLINE_MODEL else name
+        host.default_model = "" if name == OFFLINE_MODEL else name
     if session.default_model:
         print(f"default model: {session.default_model}")
         return
@@ -167,12 +164,12 @@ def _model(magics: AgentMagics, session: NotebookSession, args: list[str]) -> No
     )
 
 
-def _models(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+def _models(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     _no_args("models", args)
     return models_frame(session.models.names(), session.default_model)
 
 
-def _tools(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+def _tools(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     if not args:
         return tools_frame(session.tools)
     action, names = args[0], args[1:]
@@ -189,7 +186,7 @@ def _tools(magics: AgentMagics, session: NotebookSession, args: list[str]) -> An
             session.tools.unregister(name)
         print(f"removed {', '.join(names)}; tools: {', '.join(session.tools.names()) or 'none'}")
         return None
-    namespace: Mapping[str, Any] = magics.shell.user_ns if magics.shell is not None else {}
+    namespace: Mapping[str, Any] = host.shell.user_ns if host.shell is not None else {}
     for name in names:  # every name is checked before any is registered
         if name not in namespace:
             raise UsageError(f"name {name!r} is not defined in the notebook; define the function first")
@@ -206,15 +203,15 @@ def _tools(magics: AgentMagics, session: NotebookSession, args: list[str]) -> An
     return None
 
 
-def _journal(magics: AgentMagics, session: NotebookSession, args: list[str]) -> Any:
+def _journal(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     ref = _at_most_one("journal", args, "run")
     return session.journal_frame(None if ref is None else session.find_run(ref))
 
 
-def _reset(magics: AgentMagics, session: NotebookSession, args: list[str]) -> None:
+def _reset(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     _no_args("reset", args)
     stopped = len(session.active_runs())
-    session.reset(store_path=magics.store_path or ":memory:")
+    session.reset(store_path=host.store_path or ":memory:")
     note = f"; stopped {stopped} active run(s)" if stopped else ""
     print(f"session reset: new thread {session.thread_id}{note}")
 
@@ -241,6 +238,6 @@ COMMANDS: Mapping[str, Command] = {
 }
 
 
-def run_command(magics: AgentMagics, command: str, args: list[str]) -> Any:
+def run_command(host: CommandHost, command: str, args: list[str]) -> Any:
     """Dispatch ``%agent <command> <args…>``."""
-    return COMMANDS[command](magics, magics.session, args)
+    return COMMANDS[command](host, host.session, args)

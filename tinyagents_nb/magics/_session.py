@@ -48,8 +48,8 @@ from . import _display
 from ._budget import session_budget, unattended_decision
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
-from ._mcp import SessionServers
 from ._offline import OFFLINE_MODEL, OfflineModel
+from ._servers import SessionServers
 
 if TYPE_CHECKING:
     import pandas as pd
