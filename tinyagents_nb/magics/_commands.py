@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
-from tinyagents_nb.harness import Tool, known_providers
+from tinyagents_nb.harness import Tool
+from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
 from ._display import context_text, models_frame, tools_frame, usd_text
