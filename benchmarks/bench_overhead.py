@@ -34,11 +34,9 @@ from tinyagents_nb.harness import (
     Message,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
     RunConfig,
     RunContext,
     SQLiteStore,
-    StreamFinish,
     TextDelta,
     ToolCall,
     ToolMessage,
@@ -46,6 +44,7 @@ from tinyagents_nb.harness import (
     tool,
 )
 from tinyagents_nb.harness.memory import MemoryMiddleware, ShortTermMemory, StoreChatHistory
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal
 
 OURS = "tinyagents-nb"

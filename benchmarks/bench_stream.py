@@ -25,15 +25,8 @@ from typing import Any
 import anyio
 
 from benchmarks._common import header, line, percentile, spread
-from tinyagents_nb.harness import (
-    AgentHarness,
-    AssistantMessage,
-    ModelRequest,
-    ModelResponse,
-    ModelStreamItem,
-    StreamFinish,
-    TextDelta,
-)
+from tinyagents_nb.harness import AgentHarness, AssistantMessage, ModelRequest, ModelResponse, TextDelta
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 
 TARGET_MSGS_PER_S = 20.0
 

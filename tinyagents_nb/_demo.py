@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .harness import AgentHarness, RunConfig, RunContext, SubAgent, TextDelta, Usage, known_providers, tool
+from .harness import AgentHarness, RunConfig, RunContext, SubAgent, TextDelta, Usage, tool
+from .harness.providers import known_providers
 from .harness.testkit import ScriptedModel
 
 __all__ = ["current_env_kernel", "main", "provider_notice", "report", "run_notebook"]

@@ -12,12 +12,10 @@ from tinyagents_nb.harness import (
     RunContext,
     SteeringError,
     SteeringHandle,
-    SteeringOutcome,
     SubAgent,
-    SubAgentHandle,
     ToolMessage,
 )
-from tinyagents_nb.harness.steering import SteeringPolicy
+from tinyagents_nb.harness.steering import SteeringOutcome, SteeringPolicy, SubAgentHandle
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 from tinyagents_nb.harness import (
-    RETRIEVED_TAG,
     AgentHarness,
     AssistantMessage,
     ContextLimitError,
@@ -15,6 +14,7 @@ from tinyagents_nb.harness import (
     SystemMessage,
     UserMessage,
 )
+from tinyagents_nb.harness.runtime import RETRIEVED_TAG
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

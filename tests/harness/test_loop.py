@@ -18,7 +18,6 @@ from tinyagents_nb.harness import (
     FallbackPolicy,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
     ProviderError,
     RateLimiter,
     RetryPolicy,
@@ -28,11 +27,11 @@ from tinyagents_nb.harness import (
     RunLimits,
     RunPolicy,
     RunTimeout,
-    StreamFinish,
     SubAgent,
     TextDelta,
     tool,
 )
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel, SlowModel
 
 pytestmark = pytest.mark.anyio

@@ -12,9 +12,7 @@ from tinyagents_nb.harness import (
     AssistantMessage,
     ConfigurationError,
     Message,
-    MessageDelta,
     Middleware,
-    MiddlewareStack,
     ModelRequest,
     ModelResponse,
     ProviderError,
@@ -30,9 +28,11 @@ from tinyagents_nb.harness.memory import KeepLast
 from tinyagents_nb.harness.middleware import (
     LoggingMiddleware,
     MessageTrimMiddleware,
+    MiddlewareStack,
     PromptCacheGuardMiddleware,
     UsageAccountingMiddleware,
 )
+from tinyagents_nb.harness.models import MessageDelta
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -26,7 +26,6 @@ from tinyagents_nb.harness import (
     ModelNotFound,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
     ProviderError,
     RateLimiter,
     RetryPolicy,
@@ -34,6 +33,7 @@ from tinyagents_nb.harness import (
     StructuredOutputError,
     ToolError,
 )
+from tinyagents_nb.harness.models import ModelStreamItem
 from tinyagents_nb.harness.runtime import call_with_retry, is_retryable
 
 # ------------------------------------------------------------------------------------------ helpers

@@ -15,7 +15,6 @@ from tinyagents_nb.harness import (
     Middleware,
     ModelNotFound,
     ModelProfile,
-    ModelRegistry,
     ModelRequest,
     ModelResponse,
     ProviderError,
@@ -33,6 +32,7 @@ from tinyagents_nb.harness.models import (
     profile_for,
     select_model,
 )
+from tinyagents_nb.harness.providers import ModelRegistry
 from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import ScriptedModel
 

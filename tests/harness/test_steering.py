@@ -10,19 +10,16 @@ from pydantic import ValidationError
 from tinyagents_nb.harness import (
     AgentHarness,
     AssistantMessage,
-    Cancel,
     ConfigurationError,
     InjectMessage,
     Message,
     ModelRequest,
     ModelResponse,
     Pause,
-    Redirect,
     Resume,
     RunCancelled,
     RunConfig,
     RunContext,
-    SetMetadata,
     SteeringError,
     SteeringHandle,
     SystemMessage,
@@ -31,7 +28,15 @@ from tinyagents_nb.harness import (
     UserMessage,
     tool,
 )
-from tinyagents_nb.harness.steering import SteeringCommand, SteeringPolicy, steering_from_dict, steering_to_dict
+from tinyagents_nb.harness.steering import (
+    Cancel,
+    Redirect,
+    SetMetadata,
+    SteeringCommand,
+    SteeringPolicy,
+    steering_from_dict,
+    steering_to_dict,
+)
 from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -14,18 +14,17 @@ from tinyagents_nb.harness import (
     ConfigurationError,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
     ProviderError,
     RetryPolicy,
     RunConfig,
     RunContext,
     RunPolicy,
     StreamChunk,
-    StreamFinish,
     SubAgent,
     TextDelta,
     tool,
 )
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 from tinyagents_nb.harness.runtime import MODE_KINDS
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 

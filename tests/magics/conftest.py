@@ -14,7 +14,7 @@ import pytest
 from IPython.core.interactiveshell import ExecutionResult, InteractiveShell
 from traitlets.config import Config
 
-from tinyagents_nb.harness import known_providers
+from tinyagents_nb.harness.providers import known_providers
 from tinyagents_nb.magics import NotebookRun, NotebookSession, get_session
 from tinyagents_nb.magics._session import _replace_session
 

@@ -16,7 +16,6 @@ from tests.harness.replay_server import ReplayServer
 from tinyagents_nb.harness import (
     AgentHarness,
     ConfigurationError,
-    ContextPressure,
     CostTracker,
     ModelPricing,
     OpenAIChatModel,
@@ -28,6 +27,7 @@ from tinyagents_nb.harness import (
     ToolResult,
     Usage,
 )
+from tinyagents_nb.harness.events import ContextPressure
 from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel, StreamingMock
 from tinyagents_nb.widgets import RunDashboard
 
@@ -341,7 +341,8 @@ async def test_a_key_echoed_in_a_provider_error_never_reaches_widget_state(comms
 async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms: CommLog) -> None:
     from collections.abc import AsyncGenerator
 
-    from tinyagents_nb.harness import RetryPolicy, RunPolicy, StreamFinish, TextDelta
+    from tinyagents_nb.harness import RetryPolicy, RunPolicy, TextDelta
+    from tinyagents_nb.harness.models import StreamFinish
 
     class Flaky(ScriptedModel):
         async def stream(self, request: Any) -> AsyncGenerator[Any, None]:

@@ -27,13 +27,7 @@ from ._cancel import (
     CancellationToken as CancellationToken,
     RunCancelled as RunCancelled,
 )
-from ._child_steering import (
-    SubAgentHandle as SubAgentHandle,
-)
 from ._config import RunConfig as RunConfig
-from ._configurable import (
-    ModelOverrides as ModelOverrides,
-)
 from ._context import RunContext as RunContext
 from ._controls import (
     SkipTool as SkipTool,
@@ -67,7 +61,6 @@ from ._errors import (
 )
 from ._events import (
     AgentEvent as AgentEvent,
-    ContextPressure as ContextPressure,
     ModelCompleted as ModelCompleted,
     ModelDelta as ModelDelta,
     ModelStarted as ModelStarted,
@@ -94,13 +87,11 @@ from ._limits import (
     RunLimits as RunLimits,
 )
 from ._messages import (
-    RETRIEVED_TAG as RETRIEVED_TAG,
     AssistantMessage as AssistantMessage,
     ContentBlock as ContentBlock,
     ImageRef as ImageRef,
     JsonBlock as JsonBlock,
     Message as Message,
-    MessageDelta as MessageDelta,
     SystemMessage as SystemMessage,
     TextBlock as TextBlock,
     TextDelta as TextDelta,
@@ -117,14 +108,11 @@ from ._messages import (
 )
 from ._middleware import (
     Middleware as Middleware,
-    MiddlewareStack as MiddlewareStack,
 )
 from ._model import (
     ChatModel as ChatModel,
     ModelRequest as ModelRequest,
     ModelResponse as ModelResponse,
-    ModelStreamItem as ModelStreamItem,
-    StreamFinish as StreamFinish,
     ToolSchema as ToolSchema,
 )
 from ._policy import RunPolicy as RunPolicy
@@ -141,21 +129,15 @@ from ._retry import (
 )
 from ._run import (
     AgentRun as AgentRun,
-    HarnessRunStatus as HarnessRunStatus,
 )
 from ._sink import (
     EventSink as EventSink,
-    EventSubscription as EventSubscription,
 )
 from ._steering import (
-    Cancel as Cancel,
     InjectMessage as InjectMessage,
     Pause as Pause,
-    Redirect as Redirect,
     Resume as Resume,
-    SetMetadata as SetMetadata,
     SteeringHandle as SteeringHandle,
-    SteeringOutcome as SteeringOutcome,
 )
 from ._stream import (
     StreamChunk as StreamChunk,
@@ -163,7 +145,6 @@ from ._stream import (
 )
 from ._structured import (
     OutputSpec as OutputSpec,
-    StructuredOutput as StructuredOutput,
 )
 from ._subagent import (
     SubAgent as SubAgent,
@@ -197,10 +178,7 @@ from .mcp import (
 )
 from .providers import (
     AnthropicModel as AnthropicModel,
-    ModelRegistry as ModelRegistry,
     OpenAIChatModel as OpenAIChatModel,
-    ProviderSpec as ProviderSpec,
-    known_providers as known_providers,
     resolve_model as resolve_model,
 )
 from .stores import (
@@ -222,23 +200,19 @@ __all__ = [
     "ApprovalRequest",
     "AssistantMessage",
     "BudgetExceeded",
-    "Cancel",
     "CancellationToken",
     "Cancelled",
     "ChatModel",
     "ConfigurationError",
     "ContentBlock",
     "ContextLimitError",
-    "ContextPressure",
     "ContextWindow",
     "CostTotals",
     "CostTracker",
     "EventSink",
-    "EventSubscription",
     "FallbackPolicy",
     "FunctionTool",
     "GuardrailTripped",
-    "HarnessRunStatus",
     "ImageRef",
     "InMemoryStore",
     "InjectMessage",
@@ -248,29 +222,21 @@ __all__ = [
     "LimitExceeded",
     "MCPServer",
     "Message",
-    "MessageDelta",
     "Middleware",
-    "MiddlewareStack",
     "ModelCompleted",
     "ModelDelta",
     "ModelNotFound",
-    "ModelOverrides",
     "ModelPricing",
     "ModelProfile",
-    "ModelRegistry",
     "ModelRequest",
     "ModelResponse",
     "ModelStarted",
-    "ModelStreamItem",
     "OpenAIChatModel",
     "OutputSpec",
     "Pause",
     "PromptTemplate",
     "ProviderError",
-    "ProviderSpec",
-    "RETRIEVED_TAG",
     "RateLimiter",
-    "Redirect",
     "Resume",
     "RetryPolicy",
     "RunCancelled",
@@ -286,23 +252,18 @@ __all__ = [
     "RunStarted",
     "RunTimeout",
     "SQLiteStore",
-    "SetMetadata",
     "SkipTool",
     "SteeringError",
     "SteeringHandle",
-    "SteeringOutcome",
     "StopWithFinal",
     "Store",
     "StoreError",
     "StreamChunk",
-    "StreamFinish",
     "StreamMode",
-    "StructuredOutput",
     "StructuredOutputError",
     "SubAgent",
     "SubAgentCompleted",
     "SubAgentDepthError",
-    "SubAgentHandle",
     "SubAgentSession",
     "SubAgentStarted",
     "SubAgentTool",
@@ -336,7 +297,6 @@ __all__ = [
     "UserMessage",
     "dump_messages",
     "event_to_dict",
-    "known_providers",
     "load_messages",
     "messages_from_json",
     "messages_to_json",

@@ -1,7 +1,8 @@
 """Models: the ``ChatModel`` protocol and its stream, structured output, profiles, capabilities and selection, token estimates and context windows.
 
 ``tinyagents_nb.harness`` re-exports the names most code needs (``ChatModel``, ``ModelRequest``,
-``ModelResponse``, ``ContextWindow``, ``ModelProfile`` ...); the adapters live in
+``ModelResponse``, ``ContextWindow``, ``ModelProfile`` ...). What a custom model's ``stream`` yields
+(``ModelStreamItem``, ``StreamFinish``, ``MessageDelta``) is imported from here; the adapters live in
 ``tinyagents_nb.harness.providers``.
 """
 
@@ -17,6 +18,9 @@ from ._capabilities import (
 from ._configurable import (
     CONFIGURABLE_KEYS as CONFIGURABLE_KEYS,
     ModelOverrides as ModelOverrides,
+)
+from ._messages import (
+    MessageDelta as MessageDelta,
 )
 from ._model import (
     ChatModel as ChatModel,
@@ -73,6 +77,7 @@ __all__ = [
     "ContextWindow",
     "EstimatorStats",
     "HeuristicCounter",
+    "MessageDelta",
     "ModelHint",
     "ModelOverrides",
     "ModelProfile",

@@ -1,7 +1,8 @@
 """Runtime details: identifiers and clocks, run status, accounting records, retry helpers and tags.
 
 What tests, dashboards and integrations need beside the front namespace: typed ids (``RunId``,
-``ThreadId`` ...), the clock and id sources, run phases, cost and usage records, limit kinds.
+``ThreadId`` ...), the clock and id sources, run phases and the live run status, cost and usage
+records, limit kinds, and the tags the harness puts on messages (``RETRIEVED_TAG``, ``TRUNCATED_TAG``).
 """
 
 from __future__ import annotations
@@ -30,6 +31,9 @@ from ._ids import (
 from ._limits import (
     LimitKind as LimitKind,
     LimitTracker as LimitTracker,
+)
+from ._messages import (
+    RETRIEVED_TAG as RETRIEVED_TAG,
 )
 from ._retry import (
     call_with_retry as call_with_retry,
@@ -70,6 +74,7 @@ __all__ = [
     "MODE_KINDS",
     "PriceSource",
     "RANDOM_IDS",
+    "RETRIEVED_TAG",
     "RunId",
     "RunPhase",
     "RunStatus",

@@ -1,7 +1,8 @@
 """Steering: the commands that change a running agent, the handle that sends them, and their outcomes.
 
-The front namespace re-exports the commands and handles; the policy, receipts, kinds and their
-JSON codec live here.
+The front namespace re-exports ``SteeringHandle`` and the everyday commands (``Pause``, ``Resume``,
+``InjectMessage``); the other commands, ``SubAgentHandle``, the outcome, policy, receipts, kinds and
+their JSON codec live here.
 """
 
 from __future__ import annotations

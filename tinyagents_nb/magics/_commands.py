@@ -19,7 +19,8 @@ from typing import Any
 
 from IPython.core.error import UsageError
 
-from tinyagents_nb.harness import Tool, known_providers
+from tinyagents_nb.harness import Tool
+from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
 from ._command_host import Command, CommandHost

@@ -22,13 +22,11 @@ from tinyagents_nb.harness import (
     ModelProfile,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
     ProviderError,
-    StreamFinish,
     TextDelta,
     Usage,
 )
-from tinyagents_nb.harness.models import StreamUsage, TokenEstimator
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish, StreamUsage, TokenEstimator
 
 from ._session import NotebookSession, get_session
 

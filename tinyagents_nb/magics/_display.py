@@ -21,8 +21,8 @@ from tinyagents_nb.harness import (
     ToolRegistry,
     Usage,
     UsageTracker,
-    known_providers,
 )
+from tinyagents_nb.harness.providers import known_providers
 from tinyagents_nb.harness.runtime import CostRecord
 
 from ._handle import NotebookRun

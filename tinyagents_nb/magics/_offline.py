@@ -14,12 +14,11 @@ from tinyagents_nb.harness import (
     ModelProfile,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
-    StreamFinish,
     TextDelta,
     Usage,
     UserMessage,
 )
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 
 __all__ = ["OFFLINE_MODEL", "OFFLINE_WINDOW", "OfflineModel"]
 

@@ -25,7 +25,6 @@ from tinyagents_nb.harness import (
     FunctionTool,
     Message,
     ModelNotFound,
-    ModelRegistry,
     RunConfig,
     RunContext,
     RunLimits,
@@ -41,6 +40,7 @@ from tinyagents_nb.harness import (
 from tinyagents_nb.harness.memory import MemoryMiddleware, SessionState, ShortTermMemory, StoreChatHistory
 from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal, events_to_dataframe
+from tinyagents_nb.harness.providers import ModelRegistry
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.stores import StoreRegistry
 

@@ -29,9 +29,7 @@ from tinyagents_nb.harness import (
     Middleware,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
     RunContext,
-    StreamFinish,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -41,6 +39,7 @@ from tinyagents_nb.harness import (
     UserMessage,
 )
 from tinyagents_nb.harness.events import LimitReached
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 
 from ._blocks import extract_code_blocks, final_from_text
 from ._bridge import SubQueries

@@ -6,15 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tinyagents_nb.harness import (
-    RETRIEVED_TAG,
-    AgentHarness,
-    ConfigurationError,
-    InMemoryStore,
-    RunConfig,
-    RunContext,
-    SQLiteStore,
-)
+from tinyagents_nb.harness import AgentHarness, ConfigurationError, InMemoryStore, RunConfig, RunContext, SQLiteStore
 from tinyagents_nb.harness.memory import (
     InMemoryChatHistory,
     LongTermMemory,
@@ -22,6 +14,7 @@ from tinyagents_nb.harness.memory import (
     MemoryMiddleware,
     ShortTermMemory,
 )
+from tinyagents_nb.harness.runtime import RETRIEVED_TAG
 from tinyagents_nb.harness.stores import StoreRegistry
 from tinyagents_nb.harness.testkit import ScriptedModel
 

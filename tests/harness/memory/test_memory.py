@@ -13,7 +13,6 @@ import anyio.to_thread
 import pytest
 
 from tinyagents_nb.harness import (
-    RETRIEVED_TAG,
     AgentHarness,
     AssistantMessage,
     ConfigurationError,
@@ -47,6 +46,7 @@ from tinyagents_nb.harness.memory import (
     set_state,
     update_state,
 )
+from tinyagents_nb.harness.runtime import RETRIEVED_TAG
 from tinyagents_nb.harness.stores import InMemoryStore, JsonValue, Namespace, SQLiteStore, Store, StoreRegistry
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 

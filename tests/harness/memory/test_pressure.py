@@ -12,11 +12,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tinyagents_nb.harness import (
-    RETRIEVED_TAG,
     AssistantMessage,
     ConfigurationError,
     ContextLimitError,
-    ContextPressure,
     ContextWindow,
     Message,
     ModelRequest,
@@ -29,6 +27,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     dump_messages,
 )
+from tinyagents_nb.harness.events import ContextPressure
 from tinyagents_nb.harness.memory import (
     COMPACTED_TAG,
     SUMMARY_HEADER,
@@ -48,6 +47,7 @@ from tinyagents_nb.harness.memory import (
     load_tool_output,
 )
 from tinyagents_nb.harness.models import HeuristicCounter, TokenEstimator
+from tinyagents_nb.harness.runtime import RETRIEVED_TAG
 from tinyagents_nb.harness.stores import InMemoryStore
 from tinyagents_nb.harness.testkit import EventRecorder
 

@@ -6,10 +6,8 @@ from collections.abc import Sequence
 import pytest
 
 from tinyagents_nb.harness import (
-    RETRIEVED_TAG,
     AssistantMessage,
     ConfigurationError,
-    ContextPressure,
     Message,
     ModelProfile,
     ModelRequest,
@@ -22,6 +20,7 @@ from tinyagents_nb.harness import (
     Usage,
     UserMessage,
 )
+from tinyagents_nb.harness.events import ContextPressure
 from tinyagents_nb.harness.memory import (
     SUMMARY_HEADER,
     SUMMARY_TAG,
@@ -35,6 +34,7 @@ from tinyagents_nb.harness.memory import (
     SummaryRecord,
 )
 from tinyagents_nb.harness.models import HeuristicCounter, TokenEstimator
+from tinyagents_nb.harness.runtime import RETRIEVED_TAG
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 

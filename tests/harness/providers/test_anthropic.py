@@ -28,7 +28,6 @@ from tinyagents_nb.harness import (
     ContextLimitError,
     ModelNotFound,
     ModelRequest,
-    ModelStreamItem,
     ProviderError,
     TextDelta,
     ThinkingBlock,
@@ -40,7 +39,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     resolve_model,
 )
-from tinyagents_nb.harness.models import StreamAccumulator, StreamBlock, StreamUsage
+from tinyagents_nb.harness.models import ModelStreamItem, StreamAccumulator, StreamBlock, StreamUsage
 
 pytestmark = pytest.mark.anyio
 

@@ -31,9 +31,7 @@ from tinyagents_nb.harness import (
     Message,
     ModelNotFound,
     ModelRequest,
-    ModelStreamItem,
     ProviderError,
-    StreamFinish,
     SystemMessage,
     TextDelta,
     ThinkingDelta,
@@ -45,7 +43,7 @@ from tinyagents_nb.harness import (
     Usage,
     UserMessage,
 )
-from tinyagents_nb.harness.models import ResponseFormat, StreamAccumulator, StreamUsage
+from tinyagents_nb.harness.models import ModelStreamItem, ResponseFormat, StreamAccumulator, StreamFinish, StreamUsage
 from tinyagents_nb.harness.providers import ProviderSpec
 from tinyagents_nb.harness.providers._openai import OpenAIChatModel, _connect_hint
 from tinyagents_nb.harness.providers._openai_errors import parse_retry_after, scrub

@@ -14,7 +14,6 @@ from tests.harness.replay_server import ReplayServer, chat_completion, chunk, ss
 from tinyagents_nb.harness import (
     AgentHarness,
     ModelRequest,
-    ModelStreamItem,
     ProviderError,
     RetryPolicy,
     RunContext,
@@ -24,6 +23,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     event_to_dict,
 )
+from tinyagents_nb.harness.models import ModelStreamItem
 from tinyagents_nb.harness.observability import JournalSink, JsonlSink, SQLiteEventJournal
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
 from tinyagents_nb.harness.providers._openai_errors import error_from_payload, scrub, scrub_value

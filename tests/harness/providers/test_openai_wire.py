@@ -7,15 +7,8 @@ from typing import Any
 import pytest
 
 from tests.harness.replay_server import ReplayServer, chat_completion, chunk, sse_done, sse_text_chunks
-from tinyagents_nb.harness import (
-    ConfigurationError,
-    ModelRequest,
-    ModelStreamItem,
-    TextDelta,
-    ThinkingDelta,
-    UserMessage,
-)
-from tinyagents_nb.harness.models import StreamAccumulator, StreamUsage
+from tinyagents_nb.harness import ConfigurationError, ModelRequest, TextDelta, ThinkingDelta, UserMessage
+from tinyagents_nb.harness.models import ModelStreamItem, StreamAccumulator, StreamUsage
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
 
 pytestmark = pytest.mark.anyio

@@ -15,11 +15,9 @@ from tinyagents_nb.harness import (
     ModelProfile,
     ModelRequest,
     ModelResponse,
-    ModelStreamItem,
-    StreamFinish,
     UserMessage,
 )
-from tinyagents_nb.harness.models import profile_for
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish, profile_for
 from tinyagents_nb.harness.providers import (
     ModelRegistry,
     OpenAIChatModel,

@@ -18,7 +18,6 @@ from hypothesis import given, settings, strategies as st
 
 from tests.harness.replay_server import ReplayServer, embeddings_body, error_body
 from tinyagents_nb.harness import (
-    RETRIEVED_TAG,
     ConfigurationError,
     ContextLimitError,
     ModelNotFound,
@@ -44,6 +43,7 @@ from tinyagents_nb.harness.retrieval import (
     VectorStore,
     cosine_similarity,
 )
+from tinyagents_nb.harness.runtime import RETRIEVED_TAG
 
 pytestmark = pytest.mark.anyio
 

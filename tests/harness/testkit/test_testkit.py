@@ -23,7 +23,6 @@ from tinyagents_nb.harness import (
     ModelRequest,
     ModelResponse,
     ModelStarted,
-    ModelStreamItem,
     ProviderError,
     RunCancelledEvent,
     RunCompleted,
@@ -32,7 +31,6 @@ from tinyagents_nb.harness import (
     RunFailed,
     RunId,
     RunStarted,
-    StreamFinish,
     SubAgentCompleted,
     SubAgentStarted,
     SystemMessage,
@@ -47,7 +45,7 @@ from tinyagents_nb.harness import (
     Usage,
     UserMessage,
 )
-from tinyagents_nb.harness.models import StreamUsage, collect_stream
+from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish, StreamUsage, collect_stream
 from tinyagents_nb.harness.runtime import RANDOM_IDS, SYSTEM_CLOCK, CallId, Clock, IdSource
 from tinyagents_nb.harness.testkit import (
     DeterministicClock,
