@@ -149,21 +149,27 @@ class ToolPhase:
         Returns (result, duration, fatal error or None, whether it started). Errors are returned,
         not raised, so concurrent siblings finish and the first fatal error in call order wins (a
         task group would otherwise wrap them in an ``ExceptionGroup``). ``tool.started`` is
-        emitted here, when the tool really starts, not when it is queued.
+        emitted when the tool really starts: not when it is queued, and not while it waits for
+        approval (its duration is the tool's, never a person's), with the arguments it runs with.
         """
         ctx = self.ctx
-        if ctx.cancellation.is_cancelled or self.limits.deadline is not None:
-            try:
+        try:
+            if ctx.cancellation.is_cancelled or self.limits.deadline is not None:
                 ctx.cancellation.raise_if_cancelled()
                 self.limits.check_deadline()  # limit.reached is emitted once, by run
-            except (Cancelled, RunTimeout) as exc:
-                return ToolResult.error(error_text(exc)), 0.0, exc, False
-        ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
+            admitted = await self._admit(call)
+        except (Cancelled, RunTimeout) as exc:  # stopped before it started (a wait for approval says so itself)
+            return ToolResult.error(error_text(exc)), 0.0, exc, False
+        except Exception as exc:  # refused at once by the policy: reported as this call's failure
+            ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
+            return ToolResult.error(error_text(exc)), 0.0, exc, True
+        runs = call if isinstance(admitted, ToolResult) else admitted[1]
+        ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=runs.arguments)
         started = self.clock.monotonic()
         self.live_tools[id(call)] = (call, started)
         reporter = bind_reporter(ctx, call, self.middleware.on_tool_delta)  # for a ToolReporter parameter
         try:
-            result = await self._execute_inner(call)
+            result = admitted if isinstance(admitted, ToolResult) else await self._invoke(*admitted)
         except Exception as exc:
             self.live_tools.pop(id(call), None)
             return ToolResult.error(error_text(exc)), self.clock.monotonic() - started, exc, True
@@ -187,7 +193,12 @@ class ToolPhase:
                 status="cancelled",
             )
 
-    async def _execute_inner(self, call: ToolCall) -> ToolResult:
+    async def _admit(self, call: ToolCall) -> tuple[Tool, ToolCall] | ToolResult:
+        """The tool and the call to run (with the arguments a person approved), or the result that answers it.
+
+        A ``before_tool`` hook's answer, an unknown tool, arguments that are not JSON and a denial are
+        answers; the policy may make the first two fatal instead.
+        """
         policy, tools = self.policy, self.tools
         if self.supplied and (supplied := self.supplied.pop(id(call), None)) is not None:
             return supplied  # a before_tool hook answered the call
@@ -210,11 +221,21 @@ class ToolPhase:
             call,
             unattended=policy.unattended_approval,
             remaining_s=self.limits.remaining_s,
-            on_deadline=self.timeout,
+            on_deadline=self._deadline_error,
         )
-        if isinstance(gated, ToolResult):  # denied: the model is told why
-            return gated
-        call = gated
+        return gated if isinstance(gated, ToolResult) else (tool, gated)  # a denial: the model is told why
+
+    def _deadline_error(self) -> RunTimeout:
+        """The deadline's error, not yet reported: ``run`` emits one ``limit.reached`` for the turn."""
+        try:
+            self.limits.check_deadline()
+        except RunTimeout as exc:
+            return exc
+        return self.timeout()  # unreachable in practice: the wait ended because the deadline passed
+
+    async def _invoke(self, tool: Tool, call: ToolCall) -> ToolResult:
+        """Run an admitted call within its time budget, turning its failures into results where the policy says so."""
+        policy = self.policy
         tool_timeout = tool.timeout_s if tool.timeout_s is not None else policy.tool_timeout_s
         run_remaining = self.limits.remaining_s()
         budget = tighter(tool_timeout, run_remaining)
