@@ -12,14 +12,14 @@ match an audit log against the arguments a tool ran with), ``freeze_json``/``fre
 
 from __future__ import annotations
 
+from ._approval import (
+    arguments_sha256 as arguments_sha256,
+)
 from ._clock import (
     RANDOM_IDS as RANDOM_IDS,
     SYSTEM_CLOCK as SYSTEM_CLOCK,
     Clock as Clock,
     IdSource as IdSource,
-)
-from ._approval import (
-    arguments_sha256 as arguments_sha256,
 )
 from ._cost import (
     CostBreakdown as CostBreakdown,
