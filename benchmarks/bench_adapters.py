@@ -27,9 +27,7 @@ from typing import Any
 
 from benchmarks._common import header, line, spread
 from tinyagents_nb.harness.providers import ProviderSpec
-from tinyagents_nb.harness.providers._anthropic_stream import EventParser
-from tinyagents_nb.harness.providers._openai_wire import ChunkParser
-from tinyagents_nb.harness.providers._sse import SSEDecoder
+from tinyagents_nb.harness.providers.wire import ChunkParser, EventParser, SSEDecoder
 
 READ_SIZE = 1400
 WORDS = ("the ", "quick ", "brown ", "fox ", "jumps ", "över ", "the ", "lazy ", "dog — ", "🦊 ")

@@ -17,14 +17,17 @@ is re-run), nbval ignores it, and it would add about 45 KB per dashboard to ever
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import ipykernel.kernelspec
 import nbformat as _nbformat
 from nbclient import NotebookClient
 
@@ -32,7 +35,6 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from _cells import NOTEBOOKS, Cell  # a sibling module, not a package
-from tinyagents_nb._demo import current_env_kernel
 
 nbformat: Any = _nbformat  # untyped
 CHECK_TAG = "nbval-check-output"
@@ -85,18 +87,38 @@ def compose(stem: str) -> Any:
     return nb
 
 
+@contextlib.contextmanager
+def this_interpreter_kernelspec() -> Iterator[None]:
+    """Make ``KERNELSPEC["name"]`` name a kernel of *this* interpreter, whatever kernelspecs are installed.
+
+    A temporary directory put first on ``JUPYTER_PATH`` holds the spec ipykernel writes for
+    ``sys.executable``; kernel managers created meanwhile find it before any installed one.
+    """
+    previous = os.environ.get("JUPYTER_PATH")
+    with tempfile.TemporaryDirectory(prefix="tinyagents-build-") as tmp:
+        ipykernel.kernelspec.write_kernel_spec(Path(tmp) / "kernels" / KERNELSPEC["name"])
+        os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, (tmp, previous)))
+        try:
+            yield
+        finally:
+            if previous is None:
+                os.environ.pop("JUPYTER_PATH", None)
+            else:
+                os.environ["JUPYTER_PATH"] = previous
+
+
 def execute(nb: Any) -> Any:
     """Run every cell in a fresh kernel of this interpreter (cwd: ``notebooks/``) and keep the outputs."""
-    client = NotebookClient(
-        nb,
-        kernel_manager_class=current_env_kernel(),
-        kernel_name=KERNELSPEC["name"],
-        timeout=CELL_TIMEOUT_S,
-        resources={"metadata": {"path": str(HERE)}},
-        record_timing=False,
-        store_widget_state=False,
-    )
-    client.execute(env=kernel_env())
+    with this_interpreter_kernelspec():
+        client = NotebookClient(
+            nb,
+            kernel_name=KERNELSPEC["name"],
+            timeout=CELL_TIMEOUT_S,
+            resources={"metadata": {"path": str(HERE)}},
+            record_timing=False,
+            store_widget_state=False,
+        )
+        client.execute(env=kernel_env())
     return nb
 
 

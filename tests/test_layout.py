@@ -1,7 +1,10 @@
-"""The package's shape: no import circles, and modules stay small (issue 12)."""
+"""The package's shape: no import circles, modules stay small, and the rest imports it publicly (issue 12)."""
 
 from __future__ import annotations
 
+import ast
+import json
+import re
 import sys
 from pathlib import Path
 
@@ -76,3 +79,205 @@ def test_modules_stay_under_the_size_limit() -> None:
     grown = {name: n for name, n in over.items() if n > OVERSIZED.get(name, MAX_LINES)}
     assert grown == {}
     assert [name for name in OVERSIZED if sizes.get(name, 0) <= MAX_LINES] == []  # shrunk: drop it from OVERSIZED
+
+
+# ------------------------------------------------------------------------------------------ public imports
+REPO = PACKAGE.parent
+DOTTED = re.compile(r"\btinyagents_nb(?:\.\w+)+")
+FROM_IMPORT = re.compile(r"\bfrom\s+(tinyagents_nb(?:\.\w+)*)\s+import\s+\(?([\w\s,]+)")
+
+
+def _allow(reason: str, file: str, *modules: str) -> dict[str, str]:
+    return {f"{file}::{module}": reason for module in modules}
+
+
+# Docs, notebooks, tests and benchmarks import from public namespaces. What is left is white-box
+# testing of true internals, pinned here per file and private module: the list may only shrink.
+PRIVATE_IMPORTS_ALLOWED: dict[str, str] = {
+    **_allow(
+        "the `python -m tinyagents_nb` demo's pieces, beside its subprocess tests",
+        "tests/test_demo.py",
+        "tinyagents_nb._demo",
+    ),
+    **_allow(
+        "the hot-path response rebuild must keep every field ModelResponse gains later",
+        "tests/harness/test_selection.py",
+        "tinyagents_nb.harness._selection",
+    ),
+    **_allow(
+        "edge cases of the schema validator and the lenient JSON finder, property-tested on their own",
+        "tests/harness/test_structured.py",
+        "tinyagents_nb.harness._structured",
+        "tinyagents_nb.harness._structured_extract",
+    ),
+    **_allow(
+        "the offline tiktoken loader (cache, checksum) and the per-message overhead constants",
+        "tests/harness/test_tokens.py",
+        "tinyagents_nb.harness._tokens",
+    ),
+    **_allow(
+        "the provider-safe naming rule for long and odd MCP tool names, without starting a server",
+        "tests/harness/mcp/test_spec.py",
+        "tinyagents_nb.harness.mcp._convert",
+    ),
+    **_allow(
+        "span merging under the streaming redactor, on cases a stream seldom produces",
+        "tests/harness/observability/test_redact_stream.py",
+        "tinyagents_nb.harness.observability._redact_stream",
+    ),
+    **_allow(
+        "the Messages request codec (cache breakpoints, thinking, tool choice), body by body",
+        "tests/harness/providers/test_anthropic_wire.py",
+        "tinyagents_nb.harness.providers._anthropic_wire",
+    ),
+    **_allow(
+        "where the Anthropic body puts its cache breakpoints",
+        "tests/harness/test_cache_policy.py",
+        "tinyagents_nb.harness.providers._anthropic_wire",
+    ),
+    **_allow(
+        "the connection hint for a remote host, which a test may not try to reach",
+        "tests/harness/providers/test_openai.py",
+        "tinyagents_nb.harness.providers._openai",
+    ),
+    **_allow(
+        "swapping the kernel-global session so that each test starts from a fresh one",
+        "tests/magics/conftest.py",
+        "tinyagents_nb.magics._session",
+    ),
+    **_allow(
+        "swapping the kernel-global session to test get_session itself",
+        "tests/magics/test_session.py",
+        "tinyagents_nb.magics._session",
+    ),
+    **_allow(
+        "the unattended-approval decision table, without a frontend",
+        "tests/magics/test_approvals.py",
+        "tinyagents_nb.magics._budget",
+    ),
+    **_allow(
+        "the {name} interpolation grammar of agent cells, without a shell",
+        "tests/magics/test_interpolate.py",
+        "tinyagents_nb.magics._interpolate",
+    ),
+    **_allow(
+        "the code the waiting-mode cell transformer generates, and the disabled stop button's text",
+        "tests/magics/test_modes.py",
+        "tinyagents_nb.magics._waiting",
+    ),
+    **_allow(
+        "the session's RLM kernel: closed after the test, and never started when refused",
+        "tests/magics/test_rlm_magic.py",
+        "tinyagents_nb.magics._rlm",
+    ),
+    **_allow(
+        "the layout of an RLM's first message for a 1 MB value, without running a model",
+        "tests/rlm/test_describe.py",
+        "tinyagents_nb.rlm._prompt",
+    ),
+    **_allow(
+        "each dashboard pane and formatter on its own, without a run",
+        "tests/widgets/test_panes.py",
+        "tinyagents_nb.widgets._costs",
+        "tinyagents_nb.widgets._format",
+        "tinyagents_nb.widgets._gauge",
+        "tinyagents_nb.widgets._header",
+        "tinyagents_nb.widgets._rows",
+        "tinyagents_nb.widgets._transcript",
+        "tinyagents_nb.widgets._tree",
+    ),
+    **_allow(
+        "the theme palettes' contrast, colour by colour",
+        "tests/widgets/test_style.py",
+        "tinyagents_nb.widgets._style",
+    ),
+    **_allow(
+        "the contrast of the colours a real browser computed",
+        "tests/browser/test_dashboard_view.py",
+        "tinyagents_nb.widgets._style",
+    ),
+}
+
+
+def private_module(dotted: str) -> str | None:
+    """``tinyagents_nb.x._y.name`` -> ``tinyagents_nb.x._y``; ``None`` when every part is public."""
+    parts = dotted.split(".")
+    for i, part in enumerate(parts):
+        if part.startswith("_") and part != "_" and not (part.startswith("__") and part.endswith("__")):
+            return ".".join(parts[: i + 1])
+    return None
+
+
+def private_references(text: str, *, python: bool) -> set[str]:
+    """The private modules ``text`` imports: import statements, and dotted names in strings
+    (``importorskip("tinyagents_nb.x._y")``, ``python -c`` code, ``monkeypatch.setattr`` targets)."""
+    found: list[str] = []
+    if python:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("tinyagents_nb"):
+                found += [f"{node.module}.{alias.name}" for alias in node.names]
+            elif isinstance(node, ast.Import):
+                found += [alias.name for alias in node.names]
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                found += DOTTED.findall(node.value)
+    else:  # Markdown and notebook cells (which may hold magics): by pattern
+        found += DOTTED.findall(text)
+        for module, names in FROM_IMPORT.findall(text):
+            found += [f"{module}.{name.strip()}" for name in names.split(",") if name.strip()]
+    return {module for dotted in found if dotted.startswith("tinyagents_nb") and (module := private_module(dotted))}
+
+
+def scanned_files() -> list[Path]:
+    files = [
+        *REPO.glob("tests/**/*.py"),
+        *REPO.glob("benchmarks/**/*.py"),
+        *REPO.glob("notebooks/*.py"),
+        *REPO.glob("notebooks/*.ipynb"),
+        *REPO.glob("docs/**/*.md"),
+        REPO / "README.md",
+    ]
+    return sorted(path for path in files if path.resolve() != Path(__file__).resolve())
+
+
+def file_text(path: Path) -> str:
+    if path.suffix == ".ipynb":
+        return "\n".join("".join(cell["source"]) for cell in json.loads(path.read_text(encoding="utf-8"))["cells"])
+    return path.read_text(encoding="utf-8")
+
+
+def test_docs_notebooks_tests_and_benchmarks_import_only_public_modules() -> None:
+    used = {
+        f"{path.relative_to(REPO).as_posix()}::{module}"
+        for path in scanned_files()
+        for module in private_references(file_text(path), python=path.suffix == ".py")
+    }
+    assert sorted(used - PRIVATE_IMPORTS_ALLOWED.keys()) == []  # import it from its public namespace instead
+    assert sorted(PRIVATE_IMPORTS_ALLOWED.keys() - used) == []  # no longer used: drop it from the allowlist
+    assert not [key for key in PRIVATE_IMPORTS_ALLOWED if key.startswith(("docs/", "notebooks/", "README"))]
+
+
+def test_the_private_import_scanner_sees_each_form() -> None:
+    code = (
+        "import tinyagents_nb.harness._retry\n"
+        "from tinyagents_nb.widgets._style import contrast_ratio\n"
+        "from tinyagents_nb.harness import _tokens, events\n"
+        "from tinyagents_nb.harness.runtime import arguments_sha256\n"
+        "pytest.importorskip('tinyagents_nb.magics._waiting')\n"
+        "subprocess.run(['python', '-c', 'import tinyagents_nb.rlm._prompt'])\n"
+        "PREFIX = 'tinyagents_nb.harness._'\n"
+        "from tinyagents_nb import __version__\n"
+    )
+    expected = {
+        "tinyagents_nb.harness._retry",
+        "tinyagents_nb.widgets._style",
+        "tinyagents_nb.harness._tokens",
+        "tinyagents_nb.magics._waiting",
+        "tinyagents_nb.rlm._prompt",
+    }
+    assert private_references(code, python=True) == expected
+    markdown = "```python\nfrom tinyagents_nb.harness import (\n    RunContext,\n    _events,\n)\n```\n"
+    markdown += "see `tinyagents_nb.harness.providers._sse.SSEDecoder`"
+    assert private_references(markdown, python=False) == {
+        "tinyagents_nb.harness._events",
+        "tinyagents_nb.harness.providers._sse",
+    }

@@ -273,6 +273,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
         "RunStatusStore",
         "SQLiteEventJournal",
         "UnrecognizedEvent",
+        "as_observations",
         "event_detail",
         "event_from_dict",
         "events_to_dataframe",
@@ -464,6 +465,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "MODE_KINDS",
         "PriceSource",
         "RANDOM_IDS",
+        "REPAIR_TAG",
         "RETRIEVED_TAG",
         "RunId",
         "RunPhase",
@@ -475,8 +477,13 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "ThreadId",
         "ToolResultLimit",
         "UsageRecord",
+        "arguments_sha256",
         "call_with_retry",
+        "describe_error",
+        "freeze_json",
+        "freeze_json_object",
         "is_retryable",
+        "thaw_json",
     ],
     "steering": [
         "Cancel",
@@ -533,6 +540,29 @@ def test_family_namespace_is_exact(family: str) -> None:
         home = getattr(obj, "__module__", "")
         if (isinstance(obj, type) or callable(obj)) and home.startswith("tinyagents_nb."):
             assert home.startswith(f"tinyagents_nb.harness.{family}._"), (name, home)
+
+
+PROVIDERS_WIRE = [  # what an adapter author reuses from the built-in adapters
+    "ChunkParser",
+    "EventParser",
+    "PerLoopClients",
+    "SSEDecoder",
+    "SSEEvent",
+    "error_from_payload",
+    "normalize_usage",
+    "parse_retry_after",
+    "scrub",
+    "scrub_value",
+]
+
+
+def test_providers_wire_namespace_is_exact() -> None:
+    from tinyagents_nb.harness.providers import wire
+
+    assert wire.__all__ == sorted(wire.__all__) == public_names(wire) == PROVIDERS_WIRE
+    for name in wire.__all__:
+        assert getattr(wire, name).__module__.startswith("tinyagents_nb.harness.providers._"), name
+    assert not set(wire.__all__) & set(harness.__all__)
 
 
 def test_mcp_namespace_is_exact() -> None:

@@ -1,4 +1,4 @@
-"""One instance of every event class in ``_events``, with non-default values, for observability tests."""
+"""One instance of every event class in ``tinyagents_nb.harness.events``, with non-default values, for observability tests."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import inspect
 from decimal import Decimal
 from typing import Any
 
-from tinyagents_nb.harness import TextDelta, ThinkingDelta, ToolCallDelta, Usage, _events as E
+from tinyagents_nb.harness import TextDelta, ThinkingDelta, ToolCallDelta, Usage, events as E
+from tinyagents_nb.harness.runtime import LimitKind
 
 USAGE = Usage(input_tokens=120, output_tokens=40, cached_input_tokens=20, reasoning_tokens=10, cache_write_tokens=5)
 
@@ -90,14 +91,32 @@ def sample_events() -> list[E.AgentEvent]:
         E.ToolDeltaEvent(
             call_id="t1", tool_name="crawl", message="page 2/5 ✓", progress=0.4, data={"pages": [1, 2]}, **lineage(35)
         ),
-        E.LimitReached(limit=E.LimitKind.WALL_CLOCK, maximum=2.5, **lineage(36)),
+        E.LimitReached(limit=LimitKind.WALL_CLOCK, maximum=2.5, **lineage(36)),
         E.ControlApplied(control="stop_with_final", detail="the answer ✓", **lineage(37)),
+        E.GuardrailTrippedEvent(
+            guardrail="no_pii",
+            stage="tool",
+            reason="an e-mail ✉",
+            action="rejected",
+            tool_name="send",
+            call_id="t2",
+            **lineage(38),
+        ),
+        E.CacheLayoutEvent(
+            status="broken",
+            stable_messages=2,
+            shared_messages=1,
+            messages=5,
+            tools=3,
+            prompt_cache=False,
+            **lineage(39),
+        ),
     ]
     return events
 
 
 def event_classes() -> set[type[E.AgentEvent]]:
-    """Every concrete event class ``_events`` exports (so a new class fails the coverage test until sampled)."""
+    """Every concrete event class the public ``events`` namespace exports (so a new class fails the coverage test until sampled)."""
     return {
         obj
         for name in E.__all__

@@ -25,8 +25,8 @@ from tinyagents_nb.harness import (
     require_approval,
     tool,
 )
-from tinyagents_nb.harness._approval import arguments_sha256
 from tinyagents_nb.harness.events import ApprovalDecided, ApprovalRequested, ToolCompleted, ToolStarted
+from tinyagents_nb.harness.runtime import arguments_sha256
 from tinyagents_nb.harness.testkit import EventRecorder, FakeTool, ScriptedModel
 
 pytestmark = pytest.mark.anyio

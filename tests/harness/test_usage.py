@@ -376,7 +376,7 @@ def test_empty_dataframe_keeps_its_columns_and_dtypes() -> None:
 
 def test_importing_the_modules_loads_neither_pandas_nor_genai_prices() -> None:
     code = (
-        "import sys, tinyagents_nb.harness._usage, tinyagents_nb.harness._cost;"
+        "import sys; from tinyagents_nb.harness import CostTracker, UsageTracker;"
         "print(sorted(m for m in ('pandas', 'genai_prices') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60)

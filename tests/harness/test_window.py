@@ -6,8 +6,7 @@ from collections.abc import Iterator
 import pytest
 
 from tinyagents_nb.harness import ConfigurationError, ModelNotFound
-from tinyagents_nb.harness._window import (
-    DEFAULT_RESERVED_OUTPUT_TOKENS,
+from tinyagents_nb.harness.models import (
     ContextWindow,
     context_window_for,
     register_context_window,
@@ -71,7 +70,7 @@ def test_method_arguments_are_validated() -> None:
 
 def test_for_model_gpt_4o() -> None:
     w = ContextWindow.for_model("gpt-4o")
-    assert (w.model, w.max_tokens, w.reserved_output_tokens) == ("gpt-4o", 128_000, DEFAULT_RESERVED_OUTPUT_TOKENS)
+    assert (w.model, w.max_tokens, w.reserved_output_tokens) == ("gpt-4o", 128_000, 4096)
     assert w.remaining == 128_000 - 4_096
     assert ContextWindow.for_model("openai:gpt-4o", reserved_output_tokens=0).max_tokens == 128_000
     assert context_window_for("gpt-4o-2024-08-06") == 128_000  # dated snapshots resolve

@@ -2,8 +2,7 @@
 
 The cell is busy while its run waits for approval, so the test cannot ask the kernel anything; it
 finds the cards' buttons in the widget ``comm_open`` messages on IOPub, as a frontend does, clicks
-them, and reads the cell's record when the cell ends. It needs the waiting mode
-(``tinyagents_nb.magics._waiting``) and skips without it.
+them, and reads the cell's record when the cell ends.
 """
 
 from __future__ import annotations
@@ -15,8 +14,6 @@ from typing import Any
 import pytest
 
 from tests.kernel._kernel import KernelHarness
-
-pytest.importorskip("tinyagents_nb.magics._waiting")
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(180)]
 

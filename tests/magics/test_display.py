@@ -8,7 +8,6 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from tinyagents_nb.harness.testkit import StreamingMock
 from tinyagents_nb.magics import NotebookSession
-from tinyagents_nb.magics._display import summary_line
 
 from .conftest import last_run, run_ok
 
@@ -29,7 +28,10 @@ async def test_a_stopped_run_reports_what_streamed_as_an_estimate_and_no_price(
     with anyio.fail_after(10):
         while not handle.dashboard.state.finished:  # noqa: ASYNC110 - plain state
             await anyio.sleep(0.01)
-    line = summary_line(handle)
+    with anyio.fail_after(10):  # the cell's view swaps the live dashboard for the record when the run ends
+        while "text/markdown" not in (bundle := handle._repr_mimebundle_()):  # noqa: ASYNC110 - plain state
+            await anyio.sleep(0.01)
+    line = bundle["text/plain"].splitlines()[-1]  # the record ends with the run's one-line summary
     assert line.startswith("[cancelled")
     assert "0 model calls + 1 interrupted" in line
     assert "streamed (estimate)" in line

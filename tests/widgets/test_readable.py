@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tinyagents_nb.harness import (
@@ -14,7 +16,7 @@ from tinyagents_nb.harness import (
     Usage,
 )
 from tinyagents_nb.harness.testkit import ScriptedModel, StreamingMock
-from tinyagents_nb.magics._offline import OFFLINE_WINDOW, OfflineModel
+from tinyagents_nb.magics import NotebookSession
 from tinyagents_nb.widgets import RunDashboard
 
 from .conftest import CommLog, row_text, until
@@ -118,8 +120,13 @@ async def test_a_call_that_fails_after_retries_says_how_many_attempts(comms: Com
     assert "hint: no network?" in dash.header.widget.value
 
 
-async def test_the_offline_model_gives_the_gauge_a_window(comms: CommLog) -> None:
-    dash = RunDashboard(AgentHarness(model=OfflineModel()).invoke_streaming("hello"))
+async def test_the_offline_model_gives_the_gauge_a_window(comms: CommLog, tmp_path: Path) -> None:
+    session = NotebookSession(store_path=tmp_path / "session.sqlite")
+    try:
+        offline = session.resolve_model()  # what a notebook with no model configured runs on
+    finally:
+        session.close()
+    dash = RunDashboard(AgentHarness(model=offline).invoke_streaming("hello"))
     await dash.wait_flushed()
     assert dash.gauge.widget.layout.display is None
-    assert dash.gauge.label.value.endswith(f"/ {OFFLINE_WINDOW - 1_024:,} tokens (0%)")
+    assert dash.gauge.label.value.endswith(f"/ {32_000 - 1_024:,} tokens (0%)")  # it claims a 32,000-token window

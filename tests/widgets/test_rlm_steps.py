@@ -10,8 +10,7 @@ from tests.rlm._scripts import py, sub_model
 from tinyagents_nb.harness import CostTracker, ModelPricing, RunContext
 from tinyagents_nb.harness.testkit import ScriptedModel
 from tinyagents_nb.rlm import RLM, RLMLimits
-from tinyagents_nb.widgets import RunDashboard
-from tinyagents_nb.widgets._runlog import CodeStep
+from tinyagents_nb.widgets import CodeStep, RunDashboard
 
 from .conftest import CommLog, row_text, until
 

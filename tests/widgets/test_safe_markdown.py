@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tinyagents_nb.widgets._safe_markdown import safe_markdown
+from tinyagents_nb.widgets import safe_markdown
 
 
 @pytest.mark.parametrize(

@@ -2,11 +2,19 @@
 
 What tests, dashboards and integrations need beside the front namespace: typed ids (``RunId``,
 ``ThreadId`` ...), the clock and id sources, run phases and the live run status, cost and usage
-records, limit kinds, and the tags the harness puts on messages (``RETRIEVED_TAG``, ``TRUNCATED_TAG``).
+records, limit kinds, and the tags the harness puts on messages (``RETRIEVED_TAG``, ``REPAIR_TAG``,
+``TRUNCATED_TAG``). Also the small helpers whose results the harness records, so that code outside
+it can produce the same values: ``arguments_sha256`` (the digest in ``approval.decided`` events, to
+match an audit log against the arguments a tool ran with), ``freeze_json``/``freeze_json_object``/
+``thaw_json`` (how ``metadata`` and ``configurable`` are validated and frozen), and
+``describe_error`` (the ``"Type: message"`` line of error reports, which never raises).
 """
 
 from __future__ import annotations
 
+from ._approval import (
+    arguments_sha256 as arguments_sha256,
+)
 from ._clock import (
     RANDOM_IDS as RANDOM_IDS,
     SYSTEM_CLOCK as SYSTEM_CLOCK,
@@ -19,6 +27,9 @@ from ._cost import (
     CostUnknownWarning as CostUnknownWarning,
     PriceSource as PriceSource,
 )
+from ._errors import (
+    describe_error as describe_error,
+)
 from ._ids import (
     CallId as CallId,
     CellId as CellId,
@@ -28,11 +39,17 @@ from ._ids import (
     SessionId as SessionId,
     ThreadId as ThreadId,
 )
+from ._json import (
+    freeze_json as freeze_json,
+    freeze_json_object as freeze_json_object,
+    thaw_json as thaw_json,
+)
 from ._limits import (
     LimitKind as LimitKind,
     LimitTracker as LimitTracker,
 )
 from ._messages import (
+    REPAIR_TAG as REPAIR_TAG,
     RETRIEVED_TAG as RETRIEVED_TAG,
 )
 from ._retry import (
@@ -74,6 +91,7 @@ __all__ = [
     "MODE_KINDS",
     "PriceSource",
     "RANDOM_IDS",
+    "REPAIR_TAG",
     "RETRIEVED_TAG",
     "RunId",
     "RunPhase",
@@ -85,6 +103,11 @@ __all__ = [
     "ThreadId",
     "ToolResultLimit",
     "UsageRecord",
+    "arguments_sha256",
     "call_with_retry",
+    "describe_error",
+    "freeze_json",
+    "freeze_json_object",
     "is_retryable",
+    "thaw_json",
 ]

@@ -28,7 +28,7 @@ from tinyagents_nb.harness import (
     event_to_dict,
 )
 from tinyagents_nb.harness.events import CostRecorded
-from tinyagents_nb.harness.observability._observability import (
+from tinyagents_nb.harness.observability import (
     AgentObservation,
     RunStatusStore,
     UnrecognizedEvent,

@@ -8,8 +8,7 @@ from tests.harness.anthropic_samples import rechunk, stream, text_block, thinkin
 from tinyagents_nb.harness import ModelResponse, ProviderError, ThinkingBlock, ToolCall
 from tinyagents_nb.harness.models import StreamAccumulator
 from tinyagents_nb.harness.providers import ProviderSpec
-from tinyagents_nb.harness.providers._anthropic_stream import EventParser
-from tinyagents_nb.harness.providers._sse import SSEDecoder
+from tinyagents_nb.harness.providers.wire import EventParser, SSEDecoder
 
 
 def parse(chunks: list[bytes]) -> ModelResponse:

@@ -24,7 +24,7 @@ from tinyagents_nb.harness import (
     UserMessage,
 )
 from tinyagents_nb.harness.providers import OpenAIChatModel
-from tinyagents_nb.harness.providers._loop_clients import PerLoopClients
+from tinyagents_nb.harness.providers.wire import PerLoopClients
 
 KEY = "sk-loops-SECRET-0123456789abcdef"
 RETRYING = RetryPolicy(max_attempts=4, initial_backoff_s=0.001, max_backoff_s=0.002)

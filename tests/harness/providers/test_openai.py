@@ -44,11 +44,9 @@ from tinyagents_nb.harness import (
     UserMessage,
 )
 from tinyagents_nb.harness.models import ModelStreamItem, ResponseFormat, StreamAccumulator, StreamFinish, StreamUsage
-from tinyagents_nb.harness.providers import ProviderSpec
-from tinyagents_nb.harness.providers._openai import OpenAIChatModel, _connect_hint
-from tinyagents_nb.harness.providers._openai_errors import parse_retry_after, scrub
-from tinyagents_nb.harness.providers._openai_wire import normalize_usage
-from tinyagents_nb.harness.providers._sse import SSEDecoder, SSEEvent
+from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
+from tinyagents_nb.harness.providers._openai import _connect_hint
+from tinyagents_nb.harness.providers.wire import SSEDecoder, SSEEvent, normalize_usage, parse_retry_after, scrub
 
 pytestmark = pytest.mark.anyio
 

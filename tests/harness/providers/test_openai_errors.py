@@ -26,7 +26,7 @@ from tinyagents_nb.harness import (
 from tinyagents_nb.harness.models import ModelStreamItem
 from tinyagents_nb.harness.observability import JournalSink, JsonlSink, SQLiteEventJournal
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
-from tinyagents_nb.harness.providers._openai_errors import error_from_payload, scrub, scrub_value
+from tinyagents_nb.harness.providers.wire import error_from_payload, scrub, scrub_value
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from tests.harness.replay_server import ReplayServer, chat_completion, chunk, ss
 from tinyagents_nb.harness import ConfigurationError, CostTracker, ModelRequest, UserMessage
 from tinyagents_nb.harness.models import StreamUsage
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec, resolve_model
-from tinyagents_nb.harness.providers._openai_wire import normalize_usage
+from tinyagents_nb.harness.providers.wire import normalize_usage
 
 pytestmark = pytest.mark.anyio
 

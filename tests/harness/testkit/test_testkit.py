@@ -37,10 +37,12 @@ from tinyagents_nb.harness import (
     TextDelta,
     ThinkingBlock,
     ThinkingDelta,
+    Tool,
     ToolCall,
     ToolCallDelta,
     ToolCompleted,
     ToolMessage,
+    ToolResult,
     ToolStarted,
     Usage,
     UserMessage,
@@ -456,9 +458,8 @@ async def test_function_model_errors() -> None:
 
 # ------------------------------------------------------------------------------------------ FakeTool
 async def test_fake_tool_satisfies_the_tool_protocol() -> None:
-    tools = pytest.importorskip("tinyagents_nb.harness._tools")
     tool = FakeTool("lookup", description="Find facts", parameters={"type": "object", "required": ["q"]}, timeout_s=2)
-    assert isinstance(tool, tools.Tool)
+    assert isinstance(tool, Tool)
     assert (tool.name, tool.description, tool.timeout_s) == ("lookup", "Find facts", 2.0)
     assert tool.schema.name == "lookup"
     assert tool.schema.parameters == {"type": "object", "required": ["q"]}
@@ -466,11 +467,10 @@ async def test_fake_tool_satisfies_the_tool_protocol() -> None:
 
 
 async def test_fake_tool_results_in_order_then_last_repeats() -> None:
-    tools = pytest.importorskip("tinyagents_nb.harness._tools")
     ctx = RunContext()
-    failure = tools.ToolResult.error("no such city")
+    failure = ToolResult.error("no such city")
     tool = FakeTool("lookup", ["first", failure, RuntimeError("crashed"), "last"])
-    assert await tool.call(ctx, {"q": 1}) == tools.ToolResult.ok("first")
+    assert await tool.call(ctx, {"q": 1}) == ToolResult.ok("first")
     assert await tool.call(ctx, {"q": 2}) is failure
     with pytest.raises(RuntimeError, match="crashed"):
         await tool.call(ctx, {"q": 3})
@@ -485,7 +485,6 @@ async def test_fake_tool_results_in_order_then_last_repeats() -> None:
 
 
 async def test_fake_tool_callable_results() -> None:
-    pytest.importorskip("tinyagents_nb.harness._tools")
     ctx = RunContext()
     doubled = FakeTool("double", lambda args: {"value": args["x"] * 2})
     result = await doubled.call(ctx, {"x": 21})
@@ -500,7 +499,6 @@ async def test_fake_tool_callable_results() -> None:
 
 
 async def test_fake_tool_delay_waits_and_is_cancellable() -> None:
-    pytest.importorskip("tinyagents_nb.harness._tools")
     ctx = RunContext()
     start = time.monotonic()
     await FakeTool("slow", ["done"], delay_s=0.03).call(ctx, {})

@@ -2,8 +2,9 @@
 
 Journals keep a run's events for replay (``InMemoryEventJournal``, ``SQLiteEventJournal``,
 ``JsonlEventJournal``); sinks feed them and scrub secrets on the way (``RedactingSink``);
-``AgentObservation`` is the flat, JSON-safe view of one event; ``AgentLatencyMetrics`` and
-``events_to_dataframe`` summarise a run.
+``AgentObservation`` is the flat, JSON-safe view of one event (``as_observations`` turns any record
+a journal or sink holds into those, for code that reads records its own way); ``AgentLatencyMetrics``
+and ``events_to_dataframe`` summarise a run.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from ._observability import (
     Observed as Observed,
     RunStatusStore as RunStatusStore,
     UnrecognizedEvent as UnrecognizedEvent,
+    as_observations as as_observations,
     event_from_dict as event_from_dict,
 )
 
@@ -58,6 +60,7 @@ __all__ = [
     "RunStatusStore",
     "SQLiteEventJournal",
     "UnrecognizedEvent",
+    "as_observations",
     "event_detail",
     "event_from_dict",
     "events_to_dataframe",
