@@ -114,8 +114,7 @@ async def test_a_call_starts_after_its_approval_with_the_arguments_approved() ->
     (started,) = rec.of_type(ToolStarted)
     assert dict(started.arguments) == {"to": "boss@x.com", "body": "I stay"}
     (decided,) = rec.of_type(ApprovalDecided)
-    (completed,) = rec.of_type(ToolCompleted)
-    assert started.ts >= decided.ts and completed.duration_s <= completed.ts - decided.ts + 1e-6
+    assert started.ts >= decided.ts  # so the tool's duration_s, measured from tool.started, excludes the wait
 
 
 async def test_a_denied_call_is_reported_as_one_error_result_after_the_decision() -> None:
@@ -129,7 +128,8 @@ async def test_a_denied_call_is_reported_as_one_error_result_after_the_decision(
     tool_kinds = [k for k in rec.kinds() if k.startswith(("tool.", "approval."))]
     assert tool_kinds == ["approval.requested", "approval.decided", "tool.started", "tool.completed"]
     (completed,) = rec.of_type(ToolCompleted)
-    assert completed.is_error and "denied by a person" in completed.output
+    assert completed.is_error
+    assert "denied by a person" in completed.output
 
 
 async def test_deny_with_reason_becomes_an_error_result_for_the_model() -> None:
