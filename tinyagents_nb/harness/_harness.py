@@ -37,7 +37,6 @@ from .stores import ResponseCache
 __all__ = ["AgentHarness", "AgentInput"]
 
 DataT = TypeVar("DataT")
-T = TypeVar("T")
 
 AgentInput: TypeAlias = str | Message | Sequence[Message]
 """A prompt string, one message, or a whole transcript to continue."""
@@ -113,7 +112,7 @@ class AgentHarness(Generic[DataT]):
             return ContextWindow(model=self.model.model_name, max_tokens=size, reserved_output_tokens=reserved)
         return None
 
-    # ---------------------------------------------------------------------------- hooks used by the loop
+    # ---------------------------------------------------------------------------- what runs read (LoopHarness)
     def response_cache_for(self, ctx: RunContext[Any]) -> ResponseCache | None:
         """The response cache this run may use: the policy's own, else the context's; none when disabled."""
         if not self.policy.cache.response_cache:
