@@ -234,7 +234,9 @@ class ProviderError(RunError):
     """A model provider returned an error or the connection to it failed.
 
     Attributes:
-        status: The HTTP status code, or ``None`` for transport failures.
+        status: The HTTP status code; for an error reported inside a 200 stream, the status the API
+            gives the same error (Anthropic's ``overloaded_error`` is 529); ``None`` for transport
+            failures and error kinds without a known status.
         retryable: Whether a retry may succeed (network, timeout, 429 that is not a quota, 5xx).
         retry_after_s: The provider's requested wait, when it sent one.
         provider: The provider's name, e.g. ``"openai"``.

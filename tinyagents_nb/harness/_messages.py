@@ -8,6 +8,7 @@ round-trip a transcript through JSON losslessly (``dump_messages`` / ``load_mess
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
@@ -20,6 +21,7 @@ __all__ = [
     "AssistantMessage",
     "ContentBlock",
     "ImageRef",
+    "InventedCallIds",
     "JsonBlock",
     "Message",
     "MessageDelta",
@@ -128,6 +130,29 @@ class ToolCall:
         if not isinstance(parsed, dict):
             return cls(id=id, name=name, arguments={}, raw_arguments=arguments)
         return cls(id=id, name=name, arguments=parsed)
+
+
+class InventedCallIds:
+    """Ids for the tool calls of one response that came without one, e.g. ``call_5f0c2a9e41b7_0``.
+
+    Some OpenAI-compatible servers (local ones, some proxies) send tool calls without an id. An id
+    made from the position alone (``call_0``) repeats every turn, and everything keyed by call id
+    (tool results, approvals, journals, pressure stores) would mix the calls up. One random stem per
+    response, plus the call's position, keeps ids unique across turns and stable within a response,
+    so a streamed call keeps its id across deltas. The stem is drawn on first use only: providers
+    that send ids pay nothing. Hex keeps the ids valid on every host (Anthropic allows
+    ``[A-Za-z0-9_-]``).
+    """
+
+    __slots__ = ("_stem",)
+
+    def __init__(self) -> None:
+        self._stem: str | None = None
+
+    def __call__(self, position: int) -> str:
+        if self._stem is None:
+            self._stem = f"call_{os.urandom(6).hex()}"
+        return f"{self._stem}_{position}"
 
 
 # ------------------------------------------------------------------------------------------ messages

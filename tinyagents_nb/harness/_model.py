@@ -15,7 +15,16 @@ from typing import Any, Literal, Protocol, TypeAlias, runtime_checkable
 
 from ._capabilities import CapabilitySet, ResolvedModel
 from ._errors import ConfigurationError
-from ._messages import AssistantMessage, Message, TextDelta, ThinkingBlock, ThinkingDelta, ToolCall, ToolCallDelta
+from ._messages import (
+    AssistantMessage,
+    InventedCallIds,
+    Message,
+    TextDelta,
+    ThinkingBlock,
+    ThinkingDelta,
+    ToolCall,
+    ToolCallDelta,
+)
 from ._usage import Usage
 
 __all__ = [
@@ -183,9 +192,14 @@ class ChatModel(Protocol):
 
 
 class StreamAccumulator:
-    """Folds stream items into a ``ModelResponse``; tool-call fragments are joined by ``index``."""
+    """Folds stream items into a ``ModelResponse``; tool-call fragments are joined by ``index``.
 
-    __slots__ = ("_blocks", "_calls", "_finish", "_model", "_provider", "_reasoning", "_text", "_usage")
+    A call's id is the last non-empty id its fragments carried (the built-in adapters send it with
+    the first fragment, and invent one when the provider sent none); a call still without one gets
+    an invented id unique to this response (``InventedCallIds``), never a bare position.
+    """
+
+    __slots__ = ("_blocks", "_calls", "_finish", "_invented", "_model", "_provider", "_reasoning", "_text", "_usage")
 
     def __init__(self, *, model: str | None = None, provider: str | None = None) -> None:
         self._text: list[str] = []
@@ -196,6 +210,7 @@ class StreamAccumulator:
         self._finish: str | None = None
         self._model = model
         self._provider = provider
+        self._invented = InventedCallIds()
 
     def add(self, item: ModelStreamItem) -> None:
         if isinstance(item, TextDelta):
@@ -207,7 +222,7 @@ class StreamAccumulator:
             if slot is None:
                 self._calls[item.index] = [item.id, item.name, item.arguments]
             else:
-                slot[0] = slot[0] or item.id
+                slot[0] = item.id or slot[0]  # a provider id sent late replaces one an adapter invented
                 slot[1] = slot[1] or item.name
                 slot[2] = (slot[2] or "") + item.arguments
         elif isinstance(item, StreamUsage):
@@ -226,10 +241,12 @@ class StreamAccumulator:
     def response(self) -> ModelResponse:
         """The response assembled from everything received so far."""
         calls = []
-        for index in sorted(self._calls):
+        for position, index in enumerate(sorted(self._calls)):
             call_id, name, arguments = self._calls[index]
             calls.append(
-                ToolCall.from_json_arguments(id=call_id or f"call_{index}", name=name or "", arguments=arguments or "")
+                ToolCall.from_json_arguments(
+                    id=call_id or self._invented(position), name=name or "", arguments=arguments or ""
+                )
             )
         message = AssistantMessage(
             text="".join(self._text),

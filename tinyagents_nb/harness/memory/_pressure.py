@@ -268,9 +268,9 @@ class CompactToolOutputs:
             m = messages[i]
             if not isinstance(m, ToolMessage) or COMPACTED_TAG in m.tags:
                 continue
-            # provider call ids are not unique (adapters fall back to `call_0` when a provider sends none,
-            # and a thread spans runs), so the key also carries the content: two different results never
-            # share a key, and the same result always gets the same one (a stable placeholder)
+            # a call id alone is not a safe key (a thread spans runs, and a custom model may reuse its
+            # ids), so the key also carries the content: two different results never share a key, and
+            # the same result always gets the same one (a stable placeholder)
             key = f"{scope}/{m.tool_call_id}/{self._digest(m)}" if store is not None else "(not kept)"
             text = self.placeholder.format(
                 chars=len(m.text), key=key, name=m.name,

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._errors import ProviderError, TinyAgentsError
-from .._messages import TextDelta, ThinkingBlock, ThinkingDelta, ToolCallDelta
+from .._messages import InventedCallIds, TextDelta, ThinkingBlock, ThinkingDelta, ToolCallDelta
 from .._model import ModelStreamItem, StreamBlock, StreamFinish, StreamUsage
 from .._usage import Usage
 from ._anthropic_wire import finish_reason, thinking_block, usage_from
@@ -31,10 +31,22 @@ class EventParser:
     """Turns the SSE events of one Messages stream into stream items, remembering usage and finish.
 
     Tool calls are indexed by their content-block index, which is unique within a message, so the
-    accumulator joins each call's ``input_json_delta`` fragments by it.
+    accumulator joins each call's ``input_json_delta`` fragments by it. A ``tool_use`` block without
+    an id (Anthropic always sends one; compatible proxies may not) gets an invented one.
     """
 
-    __slots__ = ("_thinking", "_usage_raw", "done", "finish_reason", "model", "saw_finish", "secrets", "spec")
+    __slots__ = (
+        "_calls",
+        "_invented",
+        "_thinking",
+        "_usage_raw",
+        "done",
+        "finish_reason",
+        "model",
+        "saw_finish",
+        "secrets",
+        "spec",
+    )
 
     def __init__(self, *, spec: ProviderSpec, model: str, secrets: Sequence[str] = ()) -> None:
         self.spec = spec
@@ -45,6 +57,8 @@ class EventParser:
         self.done = False
         self._usage_raw: dict[str, Any] | None = None
         self._thinking: dict[int, tuple[list[str], list[str]]] = {}  # open thinking blocks: (text, signature) parts
+        self._calls = 0  # tool_use blocks seen: an invented id carries the call's position, as in a unary reply
+        self._invented = InventedCallIds()
 
     @property
     def usage(self) -> Usage | None:
@@ -133,7 +147,9 @@ class EventParser:
             if isinstance(text, str) and text:
                 items.append(TextDelta(text=text))
         elif kind == "tool_use":
-            items.append(ToolCallDelta(index=index, id=str(block.get("id") or ""), name=str(block.get("name") or "")))
+            call_id = str(block.get("id") or self._invented(self._calls))
+            self._calls += 1
+            items.append(ToolCallDelta(index=index, id=call_id, name=str(block.get("name") or "")))
         elif kind == "thinking":
             text = str(block.get("thinking") or "")
             self._thinking[index] = ([text], [])

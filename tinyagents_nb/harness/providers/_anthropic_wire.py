@@ -25,6 +25,7 @@ from typing import Any, Final, Literal
 from .._messages import (
     AssistantMessage,
     ImageRef,
+    InventedCallIds,
     JsonBlock,
     Message,
     SystemMessage,
@@ -317,6 +318,7 @@ def parse_message(data: Mapping[str, Any], *, model: str, provider: str) -> Mode
     reasoning: list[str] = []
     blocks: list[ThinkingBlock] = []
     calls: list[ToolCall] = []
+    invented = InventedCallIds()
     for raw in data.get("content") or ():
         if not isinstance(raw, Mapping):
             continue
@@ -327,7 +329,7 @@ def parse_message(data: Mapping[str, Any], *, model: str, provider: str) -> Mode
             arguments = raw.get("input")
             calls.append(
                 ToolCall.from_json_arguments(
-                    id=str(raw.get("id") or f"toolu_{len(calls)}"),
+                    id=str(raw.get("id") or invented(len(calls))),
                     name=str(raw.get("name") or ""),
                     arguments=_dumps(arguments) if isinstance(arguments, Mapping) else str(arguments or ""),
                 )

@@ -41,6 +41,26 @@ _CONTEXT_NUMBERS: Final = (
     re.compile(r"(?P<used>\d+) tokens > (?P<limit>\d+)"),
 )
 _NOT_RETRYABLE_429: Final = ("insufficient_quota", "exceeded your current quota", "request too large")
+_KIND_STATUS: Final[Mapping[str, int]] = {
+    # Anthropic's error types, with the status its HTTP API answers each with (its error reference)
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
+    # OpenAI's codes and types (its error-code guide)
+    "invalid_api_key": 401,
+    "model_not_found": 404,
+    "context_length_exceeded": 400,
+    "rate_limit_exceeded": 429,
+    "insufficient_quota": 429,
+    "server_error": 500,
+    "server_is_overloaded": 503,
+    "slow_down": 503,
+}
 _CLIENT_SIDE_TYPES: Final = (
     "invalid_request",
     "authentication",
@@ -243,19 +263,34 @@ def error_from_status(
     else:  # the decoded, scrubbed JSON, not the raw text (whose escapes could hide a secret)
         text = json.dumps(payload, ensure_ascii=False)
     fields = _error_fields(payload)
-    code, kind = fields.code, fields.kind
     message = scrub(fields.message or text or "no error message", secrets)
+    if status in (400, 413, 422) and _is_context(message, fields.code):
+        return _context_error(message, spec=spec, model=model, status=status)
+    return _status_error(status, fields, message, spec=spec, model=model, headers=headers, in_stream=False)
+
+
+def _status_error(
+    status: int,
+    fields: _Fields,
+    message: str,
+    *,
+    spec: ProviderSpec,
+    model: str,
+    headers: Mapping[str, str],
+    in_stream: bool,
+) -> TinyAgentsError:
+    """The error for a known status: the same class, retry decision and hint wherever it was reported."""
+    code, kind = fields.code, fields.kind
     lowered = message.lower()
+    where = f"error in stream (as HTTP {status})" if in_stream else f"HTTP {status}"
     if status == 404 and (
         code == "model_not_found" or model.lower() in lowered or ("model" in lowered and "not" in lowered)
     ):
         return ModelNotFound(
             model,
-            detail=f"{spec.name} answered HTTP 404: {message}",
+            detail=f"{spec.name} answered {where}: {message}",
             hint=f"check the model name and that your {spec.name} account can use it",
         )
-    if status in (400, 413, 422) and _is_context(message, code):
-        return _context_error(message, spec=spec, model=model, status=status)
     retryable = _retryable_status(status, f"{code or ''} {kind or ''} {lowered}")
     should_retry = (headers.get("x-should-retry") or "").strip().lower()
     if should_retry in ("true", "false"):
@@ -265,15 +300,14 @@ def error_from_status(
         hint = f"the key was rejected; {spec.key_hint}"
     elif status == 429 and not retryable:
         hint = f"check the plan, quota and billing of your {spec.name} account, or reduce the request size"
-    label = _label(code, kind, status)
     return ProviderError(
-        f"{spec.name} model {model!r}: HTTP {status}{label}: {message}{_detail_suffix(fields.details)}",
+        f"{spec.name} model {model!r}: {where}{_label(code, kind, status)}: {message}{_detail_suffix(fields.details)}",
         status=status,
         retryable=retryable,
         retry_after_s=parse_retry_after(headers),
         provider=spec.name,
         model=model,
-        code=code or kind,
+        code=code or kind or ("stream_error" if in_stream else None),
         hint=hint,
         details=fields.details,
     )
@@ -285,27 +319,40 @@ def _label(code: str | None, kind: str | None, status: int | None) -> str:
     return f" {kind}" if kind else ""
 
 
+def _implied_status(fields: _Fields) -> int | None:
+    """The HTTP status an error without one stands for: a numeric code, else the code's or type's usual status."""
+    if fields.status is not None:
+        return fields.status
+    for name in (fields.code, fields.kind):
+        if name is not None and name in _KIND_STATUS:
+            return _KIND_STATUS[name]
+    return None
+
+
 def error_from_payload(
     payload: object, *, spec: ProviderSpec, model: str, secrets: Sequence[str] = ()
 ) -> TinyAgentsError:
     """The typed error for an ``{"error": ...}`` event inside a 200 stream (or a 200 body).
 
-    Without an HTTP status, a numeric ``code`` in the HTTP range is read as one (OpenRouter sends
-    ``{"code": 400, ...}`` for a request that cannot succeed, ``429``/``502`` for transient
-    trouble) and classified like the status. Otherwise classification goes by code and type:
-    client-side kinds (invalid request, auth, quota, not found) are final; anything else is a
-    server-side failure mid-generation and retryable.
+    Such an error has no HTTP status of its own, so it gets the one the same error would have come
+    with as a response, and from there the same class, retry decision and hint: a numeric ``code``
+    in the HTTP range is that status (OpenRouter sends ``{"code": 400, ...}`` for a request that
+    cannot succeed, ``429``/``502`` for transient trouble); otherwise a known code or type maps to
+    its status (Anthropic's in-stream ``overloaded_error`` is a 529 and retried like one, OpenAI's
+    ``rate_limit_exceeded`` a 429). An unknown kind keeps ``status=None``: client-side kinds
+    (invalid request, auth, quota, not found) are final, anything else is a server-side failure
+    mid-generation and retryable. A request too long is a ``ContextLimitError`` either way.
     """
     fields = _error_fields({"error": scrub_value(payload, secrets)})
     code, kind = fields.code, fields.kind
     message = scrub(fields.message or "error event without a message", secrets)
     if _is_context(message, code):
         return _context_error(message, spec=spec, model=model, status=None)
+    status = _implied_status(fields)
+    if status is not None:
+        return _status_error(status, fields, message, spec=spec, model=model, headers={}, in_stream=True)
     markers = f"{code or ''} {kind or ''} {message.lower()}"
-    if fields.status is not None:
-        retryable = _retryable_status(fields.status, markers)
-    else:
-        retryable = not any(marker in markers for marker in (*_CLIENT_SIDE_TYPES, *_NOT_RETRYABLE_429))
+    retryable = not any(marker in markers for marker in (*_CLIENT_SIDE_TYPES, *_NOT_RETRYABLE_429))
     return ProviderError(
         f"{spec.name} model {model!r}: error in stream{_label(code, kind, None)}: {message}"
         f"{_detail_suffix(fields.details)}",

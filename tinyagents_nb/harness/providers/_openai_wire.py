@@ -17,6 +17,7 @@ from .._errors import TinyAgentsError
 from .._messages import (
     AssistantMessage,
     ImageRef,
+    InventedCallIds,
     JsonBlock,
     Message,
     SystemMessage,
@@ -305,15 +306,16 @@ def parse_completion(data: object, *, spec: ProviderSpec, model: str) -> ModelRe
     choice = choices[0]
     message = choice.get("message")
     message = message if isinstance(message, Mapping) else {}
-    calls = []
-    for position, raw in enumerate(message.get("tool_calls") or ()):
+    calls: list[ToolCall] = []
+    invented = InventedCallIds()
+    for raw in message.get("tool_calls") or ():
         if not isinstance(raw, Mapping):
             continue
         function = raw.get("function")
         function = function if isinstance(function, Mapping) else {}
         calls.append(
             ToolCall.from_json_arguments(
-                id=str(raw.get("id") or f"call_{position}"),
+                id=str(raw.get("id") or invented(len(calls))),
                 name=str(function.get("name") or ""),
                 arguments=_arguments_text(function.get("arguments")),
             )
@@ -335,10 +337,13 @@ class ChunkParser:
     """Folds SSE events of one stream into stream items, remembering finish, model and usage.
 
     Tool-call fragments are re-indexed densely; a fragment that reuses a wire ``index`` with a *new*
-    ``id`` starts a new call (Ollama-compatible servers send every parallel call as index 0).
+    ``id`` starts a new call (Ollama-compatible servers send every parallel call as index 0). A call
+    whose first fragment has no id gets an invented one there (``InventedCallIds``, one stem per
+    stream), so the deltas and the assembled response name it alike.
     """
 
     __slots__ = (
+        "_invented",
         "_next",
         "_slots",
         "done",
@@ -362,6 +367,7 @@ class ChunkParser:
         self.usage: Usage | None = None
         self._slots: dict[int, tuple[str | None, int]] = {}
         self._next = 0
+        self._invented = InventedCallIds()
 
     def feed(self, events: Iterable[SSEEvent]) -> list[ModelStreamItem]:
         """Items for these events; sets ``done`` at ``[DONE]`` (later events are ignored).
@@ -451,14 +457,17 @@ class ChunkParser:
             function = function if isinstance(function, dict) else {}
             name = function.get("name") if isinstance(function.get("name"), str) and function.get("name") else None
             slot = self._slots.get(wire)
+            sent_id = call_id
             if slot is None or (call_id is not None and slot[0] is not None and call_id != slot[0]):
                 index = self._next
                 self._next += 1
                 self._slots[wire] = (call_id, index)
+                if sent_id is None:
+                    sent_id = self._invented(index)
             else:
                 index = slot[1]
                 if slot[0] is None and call_id is not None:
                     self._slots[wire] = (call_id, index)
             items.append(
-                ToolCallDelta(index=index, id=call_id, name=name, arguments=_arguments_text(function.get("arguments")))
+                ToolCallDelta(index=index, id=sent_id, name=name, arguments=_arguments_text(function.get("arguments")))
             )
