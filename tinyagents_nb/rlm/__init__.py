@@ -11,8 +11,10 @@ returning their (truncated) output as the next message. In the REPL, ``llm(promp
 from __future__ import annotations
 
 from ._blocks import (
+    ReplyPart as ReplyPart,
     extract_code_blocks as extract_code_blocks,
     final_from_text as final_from_text,
+    reply_parts as reply_parts,
 )
 from ._bridge import (
     BridgeServer as BridgeServer,
@@ -71,9 +73,11 @@ __all__ = [
     "RLMLimits",
     "RLMOutput",
     "RLM_SYSTEM_PROMPT",
+    "ReplyPart",
     "SubQueries",
     "describe_context",
     "describe_value",
     "extract_code_blocks",
     "final_from_text",
+    "reply_parts",
 ]

@@ -72,21 +72,25 @@ class CodeStep:
             return "running"
         return self.error_type or "ok"
 
-    def markdown(self, *, output_chars: int, timing: bool = False) -> str:
-        """The step as Markdown: a heading line, the code in a collapsed block, the output under it."""
+    def markdown(self, *, output_chars: int, timing: bool = False, collapse_code: bool = True) -> str:
+        """The step as Markdown: a heading line, the code, the output under it.
+
+        ``collapse_code``: the code goes in a collapsed block, for a view that shows the reply carrying
+        it just above (the live transcript); the end-of-run record cuts it out of the reply instead.
+        """
         status = self.status()
         mark = {"running": "⋯ running", "ok": "✓"}.get(status, f"✗ {status}")
         facts = [f"<b>{esc(self.title)}</b>", esc(mark)]
         if timing and self.duration_s is not None:
             facts.append(format_duration(self.duration_s))
         who = f"{esc(self.caption)} · " if self.caption else ""
-        lines = self.code.count("\n") + 1
-        parts = [
-            f'<div class="ta-step">{who}{" · ".join(facts)}</div>',
-            f"<details><summary>code · {lines:,} line{'s' if lines != 1 else ''}</summary>",
-            fenced(self.code, "python"),
-            "</details>",
-        ]
+        parts = [f'<div class="ta-step">{who}{" · ".join(facts)}</div>']
+        if collapse_code:
+            lines = self.code.count("\n") + 1
+            summary = f"<details><summary>code · {lines:,} line{'s' if lines != 1 else ''}</summary>"
+            parts += [summary, fenced(self.code, "python"), "</details>"]
+        else:
+            parts.append(fenced(self.code, "python"))
         if self.output is not None:
             shown = truncate(self.output, output_chars)
             parts.append(fenced(shown, "text") if shown.strip() else "*(no output)*")
@@ -94,12 +98,16 @@ class CodeStep:
                 parts.append("*output cut to fit: the model saw the same cut*" if self.truncated else "*output cut*")
         return "\n\n".join(parts)
 
-    def plain(self, *, output_chars: int) -> str:
-        """The step as text: heading, ``→`` and the output (the code is in the reply just above)."""
+    def plain(self, *, output_chars: int, code: bool = False) -> str:
+        """The step as text: heading, the code if ``code`` (else it is in the reply just above), ``→`` and the output."""
         status = self.status()
         mark = {"running": "running", "ok": "ok"}.get(status, f"error: {status}")
         who = f"{self.caption} · " if self.caption else ""
         lines = [f"{who}{self.title} ({mark})"]
+        if code:
+            longest = max((len(run) for run in _TICKS.findall(self.code)), default=0)
+            fence = "`" * max(3, longest + 1)
+            lines += [f"{fence}python", self.code.rstrip("\n"), fence]
         if self.output is not None:
             shown = truncate(self.output, output_chars).rstrip("\n") or "(no output)"
             lines += [f"  → {line}" for line in shown.splitlines()]
