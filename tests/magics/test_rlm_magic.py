@@ -11,7 +11,6 @@ from IPython.core.interactiveshell import InteractiveShell
 from tinyagents_nb.harness import ModelResponse
 from tinyagents_nb.harness.testkit import ScriptedModel
 from tinyagents_nb.magics import NotebookSession
-from tinyagents_nb.magics._record import record_bundle
 from tinyagents_nb.magics._rlm import session_kernel
 from tinyagents_nb.rlm import RLMCode
 
@@ -119,7 +118,7 @@ def test_the_record_shows_each_code_block_once_with_its_output_right_after_it(
         session_kernel(session).close()
     run = last_run(shell)
     assert run.final_text == "42"
-    record = record_bundle(run)
+    record = run._repr_mimebundle_()  # an ended run displays as its record (record_bundle)
     codes = ["x = 6 * 7\nprint(x)", "print(x + 1)", "print(undefined)", "print('never runs')", "FINAL(x)"]
     for mime in ("text/markdown", "text/plain"):
         text = record[mime]

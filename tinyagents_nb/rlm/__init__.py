@@ -41,6 +41,7 @@ from ._environment import (
 from ._events import (
     RLMCode as RLMCode,
     RLMOutput as RLMOutput,
+    RLMStarted as RLMStarted,
 )
 from ._kernel import (
     KernelEnvironment as KernelEnvironment,
@@ -72,6 +73,7 @@ __all__ = [
     "RLMError",
     "RLMLimits",
     "RLMOutput",
+    "RLMStarted",
     "RLM_SYSTEM_PROMPT",
     "ReplyPart",
     "SubQueries",

@@ -231,6 +231,17 @@ class RunLog:
             step.duration_s = float(event.duration_s)
         return step
 
+    def end_call(self, run_id: str, call_id: str, error_type: str, duration_s: float) -> list[CodeStep]:
+        """The call running these steps ended without their output (a Stop, a crash): say so on each."""
+        ended = [
+            step
+            for (run, call, _), step in self.steps.items()
+            if run == run_id and call == call_id and step.output is None
+        ]
+        for step in ended:
+            step.output, step.error_type, step.duration_s = "", error_type, duration_s
+        return ended
+
     def add_decision(self, event: Any, caption: str) -> Decision:
         decision = Decision(
             run_id=event.run_id,
