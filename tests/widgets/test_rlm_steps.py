@@ -81,6 +81,9 @@ def test_untrusted_code_and_output_cannot_close_their_fence_or_inject_html() -> 
     markdown = step.markdown(output_chars=1_000)
     assert "````python\ns = '```'\n```\n<script>x</script>\n````" in markdown  # longer than any run inside
     assert "`````text\n````\n<img src=x onerror=alert(1)>\n`````" in markdown
+    assert "````python\ns = '```'\n```\n<script>x</script>\n````" in step.plain(output_chars=1_000, code=True)
+    assert "````python" in step.markdown(output_chars=1_000, collapse_code=False)
+    assert "<details>" not in step.markdown(output_chars=1_000, collapse_code=False)
     outside = markdown.replace("<script>x</script>", "").replace("<img src=x onerror=alert(1)>", "")
     assert "<script" not in outside
     assert "<img" not in outside

@@ -35,7 +35,7 @@ def reply_parts(text: str) -> list[ReplyPart]:
     its code, and running it surfaces the ``SyntaxError`` to the model).
     """
     parts: list[ReplyPart] = []
-    prose_from = pos = 0
+    prose_from = pos = blocks = 0
     while (opening := _FENCE.search(text, pos)) is not None:
         fence, indent = opening["fence"], opening["indent"]
         closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
@@ -52,8 +52,8 @@ def reply_parts(text: str) -> list[ReplyPart]:
             continue
         if opening.start() > prose_from:
             parts.append(ReplyPart(text[prose_from : opening.start()]))
-        parts.append(ReplyPart(code, sum(p.index is not None for p in parts)))
-        prose_from = pos
+        parts.append(ReplyPart(code, blocks))
+        prose_from, blocks = pos, blocks + 1
     if prose_from < len(text):
         parts.append(ReplyPart(text[prose_from:]))
     return parts

@@ -1,7 +1,8 @@
 """The RLM's own event kinds: the run's start, each executed code block and what it printed.
 
 ``rlm.started`` opens an RLM run (before its first model call) and names the tool its code runs
-through, so a view knows before the first call that those calls are reported as steps. ``rlm.code`` is emitted before a block runs and ``rlm.output`` after, both by the RLM run (depth of
+through, so a view knows before the first call that those calls are reported as steps.
+``rlm.code`` is emitted before a block runs and ``rlm.output`` after, both by the RLM run (depth of
 the run, ``call_id`` of the reply that carried the block), so a dashboard can show each iteration's
 code, highlighted, with its output under it. They are ordinary ``AgentEvent`` subclasses: journals
 store them and ``event_from_dict`` reads them back.

@@ -39,10 +39,14 @@ _LIMIT_LABELS: Final = {
 }
 
 
+def _fence(text: str) -> str:
+    """A backtick fence longer than any backtick run in ``text`` (so nothing inside can close it)."""
+    return "`" * max(3, max((len(run) for run in _TICKS.findall(text)), default=0) + 1)
+
+
 def fenced(text: str, info: str = "") -> str:
-    """``text`` in a backtick fence longer than any backtick run in it (so nothing inside can close it)."""
-    longest = max((len(run) for run in _TICKS.findall(text)), default=0)
-    fence = "`" * max(3, longest + 1)
+    """``text`` in a backtick fence longer than any backtick run in it, made safe as Markdown."""
+    fence = _fence(text)
     return safe_markdown(f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}\n").rstrip("\n")
 
 
@@ -105,8 +109,7 @@ class CodeStep:
         who = f"{self.caption} · " if self.caption else ""
         lines = [f"{who}{self.title} ({mark})"]
         if code:
-            longest = max((len(run) for run in _TICKS.findall(self.code)), default=0)
-            fence = "`" * max(3, longest + 1)
+            fence = _fence(self.code)
             lines += [f"{fence}python", self.code.rstrip("\n"), fence]
         if self.output is not None:
             shown = truncate(self.output, output_chars).rstrip("\n") or "(no output)"
