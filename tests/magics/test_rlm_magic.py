@@ -83,14 +83,56 @@ def test_the_record_of_an_rlm_run_has_its_code_steps_and_answer(
     run_ok(shell, "%%agent --rlm local --model fake --name r\nCompute.")
     record = last_run(shell)._repr_mimebundle_()
     plain = record["text/plain"].splitlines()
-    assert plain[:6] == ['agent run "r" · fake', "```python", "x = 6 * 7", "print(x)", "```", "step 1 (ok)"]
+    assert plain[:6] == ['agent run "r" · fake', "step 1 (ok)", "```python", "x = 6 * 7", "print(x)", "```"]
     assert plain[6] == "  → 42"
     assert "step 2 (error: NameError)" in plain
     assert "answer: 42" in plain
     assert not any("repl" in line for line in plain)  # the protocol's tool calls are shown as steps
     markdown = record["text/markdown"]
-    assert "<details><summary>code · 2 lines</summary>\n\n```python\nx = 6 * 7\nprint(x)\n```\n\n</details>" in markdown
-    assert "```text\n42\n```" in markdown
+    assert "<b>step 1</b> · ✓</div>\n\n```python\nx = 6 * 7\nprint(x)\n```\n\n```text\n42\n```" in markdown
+    assert "<details>" not in markdown  # the code is shown once, not collapsed under a copy of itself
     assert "<b>step 2</b> · ✗ NameError" in markdown
     assert "**answer:**\n\n42" in markdown
     assert " s</div>" not in markdown  # no timings: nbval compares the record
+
+
+_PROSE_AND_CODE = [
+    ScriptedModel.text("First I look at the data.\n```python\nx = 6 * 7\nprint(x)\n```\nThen I check it."),
+    ScriptedModel.text(
+        "Two blocks now.\n```python\nprint(x + 1)\n```\nand\n```python\nprint(undefined)\n```\n"
+        "```python\nprint('never runs')\n```\nBye."
+    ),
+    ScriptedModel.text("```python\nFINAL(x)\n```"),
+]
+
+
+@pytest.mark.parametrize("environment", ["local", pytest.param("kernel", marks=pytest.mark.kernel)])
+def test_the_record_shows_each_code_block_once_with_its_output_right_after_it(
+    shell: InteractiveShell, session: NotebookSession, environment: str
+) -> None:
+    session.register_model("fake", ScriptedModel(list(_PROSE_AND_CODE)))
+    flag = "" if environment == "kernel" else " local"
+    try:
+        run_ok(shell, f"%%agent --rlm{flag} --model fake --name r\nCompute.")
+    finally:
+        session_kernel(session).close()
+    run = last_run(shell)
+    assert run.final_text == "42"
+    record = run._repr_mimebundle_()  # an ended run displays as its record (record_bundle)
+    codes = ["x = 6 * 7\nprint(x)", "print(x + 1)", "print(undefined)", "print('never runs')", "FINAL(x)"]
+    for mime in ("text/markdown", "text/plain"):
+        text = record[mime]
+        assert text.count("```python") == len(codes), mime  # every block fenced once, no copy of it anywhere
+        for code in codes:  # (a kernel's traceback may quote a line of it: its output, not a copy)
+            assert text.count(f"```python\n{code}\n```") == 1, (mime, code)
+        at = [text.index(f"```python\n{code}\n```") for code in codes]
+        assert at == sorted(at), mime  # in the replies' order
+        assert text.index("First I look") < at[0] < text.index("Then I check it") < text.index("Two blocks now")
+        assert text.index("Two blocks now") < at[1] < text.index("and") < at[2] < text.index("Bye.") < at[4]
+        outputs = ["42", "43", "NameError: name 'undefined' is not defined"]
+        for code, output, after in zip(codes, outputs, at[1:], strict=False):
+            found = text.index(output, text.index(code) + len(code))
+            assert found < after, (mime, code)  # each output comes after its code, before the next block
+        assert text.index("did not run", at[3]) < at[4]  # the block after the failing one is marked
+    assert "```text\n42\n```" in record["text/markdown"]
+    assert "  → 43" in record["text/plain"]

@@ -21,7 +21,7 @@ from tinyagents_nb.harness import (
 )
 from tinyagents_nb.harness.events import UsageRecorded
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
-from tinyagents_nb.rlm import RLM, Environment, RLMCode, RLMLimits, RLMOutput
+from tinyagents_nb.rlm import REPL_TOOL, RLM, Environment, RLMCode, RLMLimits, RLMOutput, RLMStarted
 
 from ._scripts import ROOT_USAGE, largest_request, py, sub_model
 
@@ -110,6 +110,10 @@ async def test_an_exception_is_output_for_the_model_and_the_run_recovers(environ
     codes = [e for e in rec.events if isinstance(e, RLMCode)]
     assert [c.code for c in codes] == ["x = 1 / 0", "x = 1 / 1\nprint(x)", "FINAL(x)"]
     assert all(c.environment == environment.name for c in codes)
+    (started,) = [e for e in rec.events if isinstance(e, RLMStarted)]  # names the tool its code runs through
+    assert (started.tool_name, started.environment, started.run_id) == (REPL_TOOL, environment.name, run.run_id)
+    kinds = [e.kind for e in rec.events]
+    assert kinds.index("rlm.started") < kinds.index("model.started") < kinds.index("tool.started")
 
 
 async def test_consecutive_errors_are_bounded(environment: Environment) -> None:

@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from tests.rlm._scripts import py, sub_model
-from tinyagents_nb.harness import CostTracker, ModelPricing, RunContext
-from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.harness import AgentHarness, CostTracker, ModelPricing, RunContext
+from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel
 from tinyagents_nb.rlm import RLM, RLMLimits
 from tinyagents_nb.widgets import CodeStep, RunDashboard
 
@@ -81,6 +81,9 @@ def test_untrusted_code_and_output_cannot_close_their_fence_or_inject_html() -> 
     markdown = step.markdown(output_chars=1_000)
     assert "````python\ns = '```'\n```\n<script>x</script>\n````" in markdown  # longer than any run inside
     assert "`````text\n````\n<img src=x onerror=alert(1)>\n`````" in markdown
+    assert "````python\ns = '```'\n```\n<script>x</script>\n````" in step.plain(output_chars=1_000, code=True)
+    assert "````python" in step.markdown(output_chars=1_000, collapse_code=False)
+    assert "<details>" not in step.markdown(output_chars=1_000, collapse_code=False)
     outside = markdown.replace("<script>x</script>", "").replace("<img src=x onerror=alert(1)>", "")
     assert "<script" not in outside
     assert "<img" not in outside
@@ -115,3 +118,46 @@ async def test_sub_queries_appear_in_the_agents_tree_with_their_usage_and_cost(c
     assert "['2', '1', '0']" in row_text(step_rows(dash)[0])
     frame = dash.costs.dataframe()
     assert set(frame["model"]) == {"scripted", "sub", ""}  # "" is the total row
+
+
+async def test_repl_calls_are_shown_once_as_code_steps_not_again_as_tool_rows(comms: CommLog) -> None:
+    model = ScriptedModel([py("x = 6 * 7\nprint(x)"), py("print(x + 1)"), py("FINAL(x)")])
+    dash = RunDashboard(RLM(model=model, environment="local").invoke_streaming("Compute."), title="rlm")
+    await dash.wait_flushed()
+
+    assert dash.state.terminal == "completed"
+    assert dash.tools.rows == {}  # every repl call is a step in the transcript: no second view of it
+    assert dash.tools.count == 0
+    assert dash.tools.widget.children == ()
+    assert dash._tools_section.layout.display == "none"  # no empty "Tool calls" section either
+    texts = [row_text(row) for row in step_rows(dash)]
+    assert [("<b>step 1</b> · ✓" in t, "<b>step 2</b> · ✓" in t, "<b>step 3</b> · ✓" in t) for t in texts] == [
+        (True, False, False),
+        (False, True, False),
+        (False, False, True),
+    ]
+    assert "```text\n42\n```" in texts[0]
+    assert "```text\n43\n```" in texts[1]
+    assert dash.state.tool_calls == 3  # the header still counts the calls the loop ran, as the run reports them
+
+
+async def test_a_tool_named_repl_outside_an_rlm_run_keeps_its_row(comms: CommLog) -> None:
+    model = ScriptedModel([ScriptedModel.tool_call("repl", {"blocks": ["1"]}), "done"])
+    dash = RunDashboard(AgentHarness(model=model, tools=[FakeTool("repl", ["1"])]).invoke_streaming("go"))
+    await dash.wait_flushed()
+    (row,) = dash.tools.rows.values()
+    assert (row.name, row.status, row.output) == ("repl", "ok", "1")
+
+
+async def test_a_step_whose_call_was_stopped_mid_block_says_so(comms: CommLog) -> None:
+    model = ScriptedModel([py("import time\nwhile True: time.sleep(0.01)"), py("FINAL(1)")])
+    stream = RLM(model=model, environment="local").invoke_streaming("Spin.")
+    dash = RunDashboard(stream)
+    dash.start()
+    await until(lambda: bool(dash.log.steps))
+    stream.start().cancel()  # asyncio-level: the block's output never comes, the loop closes the call
+    await dash.wait_flushed()
+    assert dash.tools.rows == {}
+    (text,) = [row_text(row) for row in step_rows(dash)]
+    assert "⋯ running" not in text
+    assert "✗ CancelledError" in text

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import Final
 
 from tinyagents_nb.harness import AssistantMessage, Message, ToolMessage, UserMessage
-from tinyagents_nb.rlm import REPL_TOOL
+from tinyagents_nb.rlm import REPL_TOOL, reply_parts
 from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown
 
 from ._display import error_line, summary_line
@@ -53,7 +53,8 @@ def _log(run: NotebookRun) -> tuple[list[CodeStep], list[Decision], list[Alert]]
 def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
     """``(markdown, plain)`` pieces of the transcript, in order.
 
-    Code steps of an RLM run replace its ``repl`` calls; each approval decision follows its call;
+    Code steps of an RLM run replace its ``repl`` calls, each in its reply's place for its block
+    (see ``_reply_with_steps``); each approval decision follows its call;
     decisions and alerts elsewhere in the run's tree (sub-agents) come after the transcript.
     """
     outcome = run.outcome
@@ -98,15 +99,16 @@ def _messages(
     for message in messages:
         if isinstance(message, AssistantMessage):
             text = message.text.strip()
-            if text:
+            steps = [s for c in message.tool_calls if c.name == REPL_TOOL for s in steps_of.get(c.id, [])]
+            if steps:
+                pieces += _reply_with_steps(message.text, steps)
+            elif text:
                 final = message is answer
                 label = ("**answer:**\n\n", "answer: ") if final else ("", "")
                 pieces.append((label[0] + safe_markdown(text), label[1] + text))
             for call in message.tool_calls:
                 if call.name == REPL_TOOL and (call.id in steps_of or not call.arguments.get("blocks")):
                     hidden.add(call.id)
-                    for step in steps_of.get(call.id, []):
-                        pieces.append((step.markdown(output_chars=_STEP_OUTPUT), step.plain(output_chars=_STEP_OUTPUT)))
                     continue
                 args = _clip(json.dumps(dict(call.arguments), ensure_ascii=False, default=str), _ARGS)
                 pieces.append((f"🔧 {_code(call.name)} {_code(args)}", f"tool call: {call.name} {args}"))
@@ -121,6 +123,43 @@ def _messages(
             text = message.text.strip()
             pieces.append((f"↪ *steered:* {safe_markdown(text)}", f"steered: {text}"))
     return pieces
+
+
+def _reply_with_steps(text: str, steps: Sequence[CodeStep]) -> list[tuple[str, str]]:
+    """An RLM reply with each code block replaced by its step: prose, code, its output, in the reply's order.
+
+    The reply carries the code and the step carries the same code plus its output, so showing both
+    would say every block twice; a reader of the record wants the code once, with what it printed
+    right under it. A block that never ran (not approved, after a failing block, or a stop) stays
+    as the reply wrote it, marked so.
+    """
+    pieces: list[tuple[str, str]] = []
+    left = {step.index: step for step in steps}
+    for part in reply_parts(text):
+        if part.index is None:
+            prose = part.text.strip()
+            if prose:
+                pieces.append((safe_markdown(prose), prose))
+        elif (step := left.pop(part.index, None)) is not None:
+            markdown = step.markdown(output_chars=_STEP_OUTPUT, collapse_code=False)
+            pieces.append((markdown, step.plain(output_chars=_STEP_OUTPUT, code=True)))
+        else:
+            fence = _fence(part.text)
+            block = f"{fence}python\n{part.text}\n{fence}"
+            pieces.append((f"{safe_markdown(block)}\n\n*(did not run)*", f"{block}\n(did not run)"))
+    for step in left.values():  # a step the reply's text does not show (an edited history): still kept
+        pieces.append(
+            (
+                step.markdown(output_chars=_STEP_OUTPUT, collapse_code=False),
+                step.plain(output_chars=_STEP_OUTPUT, code=True),
+            )
+        )
+    return pieces
+
+
+def _fence(code: str) -> str:
+    """A backtick fence longer than any backtick run in ``code`` (so nothing inside can close it)."""
+    return "`" * max(3, max((len(run) for run in _TICKS.findall(code)), default=0) + 1)
 
 
 def _rlm_answer(messages: Sequence[Message]) -> AssistantMessage | None:

@@ -11,8 +11,10 @@ returning their (truncated) output as the next message. In the REPL, ``llm(promp
 from __future__ import annotations
 
 from ._blocks import (
+    ReplyPart as ReplyPart,
     extract_code_blocks as extract_code_blocks,
     final_from_text as final_from_text,
+    reply_parts as reply_parts,
 )
 from ._bridge import (
     BridgeServer as BridgeServer,
@@ -39,6 +41,7 @@ from ._environment import (
 from ._events import (
     RLMCode as RLMCode,
     RLMOutput as RLMOutput,
+    RLMStarted as RLMStarted,
 )
 from ._kernel import (
     KernelEnvironment as KernelEnvironment,
@@ -70,10 +73,13 @@ __all__ = [
     "RLMError",
     "RLMLimits",
     "RLMOutput",
+    "RLMStarted",
     "RLM_SYSTEM_PROMPT",
+    "ReplyPart",
     "SubQueries",
     "describe_context",
     "describe_value",
     "extract_code_blocks",
     "final_from_text",
+    "reply_parts",
 ]

@@ -3,31 +3,40 @@
 Only blocks tagged ``python``, ``py`` or ``repl`` (or untagged) count, so a reply that shows a shell
 command or some JSON in a fence is not executed by accident. A bare ``FINAL(...)`` line outside any
 fence is the paper's way of answering in prose; ``final_from_text`` reads it when a reply has no code.
+``reply_parts`` keeps the prose between the blocks too, so a view can show each block once, in place.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-__all__ = ["extract_code_blocks", "final_from_text"]
+__all__ = ["ReplyPart", "extract_code_blocks", "final_from_text", "reply_parts"]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+-]*)[^\n]*\n", re.MULTILINE)
 _RUNNABLE = frozenset({"", "python", "py", "python3", "repl"})
 _FINAL_LINE = re.compile(r"^[ \t]*FINAL\((?P<answer>.*)\)[ \t]*$", re.MULTILINE)
 
 
-def extract_code_blocks(text: str) -> list[str]:
-    """The runnable fenced blocks of ``text``, in order, with their fences and common indent removed.
+@dataclass(frozen=True, slots=True)
+class ReplyPart:
+    """A piece of a reply: prose (``index`` is ``None``) or the runnable block ``index`` (as it runs)."""
 
+    text: str
+    index: int | None = None
+
+
+def reply_parts(text: str) -> list[ReplyPart]:
+    """``text`` cut into prose and runnable blocks, in order; block ``i`` is ``extract_code_blocks(text)[i]``.
+
+    The prose keeps everything that is not a runnable block (a ``bash`` or ``json`` fence stays in
+    it, as does an empty block, which never runs); a block's fences and common indent are removed.
     An unclosed fence runs to the end of the text (a reply cut off by the token limit still shows
     its code, and running it surfaces the ``SyntaxError`` to the model).
     """
-    blocks: list[str] = []
-    pos = 0
-    while True:
-        opening = _FENCE.search(text, pos)
-        if opening is None:
-            return blocks
+    parts: list[ReplyPart] = []
+    prose_from = pos = blocks = 0
+    while (opening := _FENCE.search(text, pos)) is not None:
         fence, indent = opening["fence"], opening["indent"]
         closing = re.compile(rf"^[ \t]*{re.escape(fence[0])}{{{len(fence)},}}[ \t]*$", re.MULTILINE)
         end = closing.search(text, opening.end())
@@ -39,8 +48,20 @@ def extract_code_blocks(text: str) -> list[str]:
         if indent:
             lines = [line[len(indent) :] if line.startswith(indent) else line for line in lines]
         code = "\n".join(lines).strip("\n")
-        if code.strip():
-            blocks.append(code)
+        if not code.strip():
+            continue
+        if opening.start() > prose_from:
+            parts.append(ReplyPart(text[prose_from : opening.start()]))
+        parts.append(ReplyPart(code, blocks))
+        prose_from, blocks = pos, blocks + 1
+    if prose_from < len(text):
+        parts.append(ReplyPart(text[prose_from:]))
+    return parts
+
+
+def extract_code_blocks(text: str) -> list[str]:
+    """The runnable fenced blocks of ``text``, in order, with their fences and common indent removed."""
+    return [part.text for part in reply_parts(text) if part.index is not None]
 
 
 def final_from_text(text: str) -> str | None:

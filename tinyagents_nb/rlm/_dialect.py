@@ -44,7 +44,7 @@ from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 from ._blocks import extract_code_blocks, final_from_text
 from ._bridge import SubQueries
 from ._config import RLMLimits
-from ._events import RLMCode, RLMOutput
+from ._events import RLMCode, RLMOutput, RLMStarted
 
 if TYPE_CHECKING:
     from tinyagents_nb.harness import AgentRun
@@ -300,6 +300,7 @@ class RLMMiddleware(Middleware):
     async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
         state = self.state
         state.queries = SubQueries(ctx, state.sub_harness, state.limits)
+        ctx.emit(RLMStarted, tool_name=REPL_TOOL, environment=state.environment.name)
         await state.environment.start_run(state.prepared, state.queries)
         state.started = True
 

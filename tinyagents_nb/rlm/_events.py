@@ -1,5 +1,7 @@
-"""The RLM's own event kinds: each executed code block and what it printed.
+"""The RLM's own event kinds: the run's start, each executed code block and what it printed.
 
+``rlm.started`` opens an RLM run (before its first model call) and names the tool its code runs
+through, so a view knows before the first call that those calls are reported as steps.
 ``rlm.code`` is emitted before a block runs and ``rlm.output`` after, both by the RLM run (depth of
 the run, ``call_id`` of the reply that carried the block), so a dashboard can show each iteration's
 code, highlighted, with its output under it. They are ordinary ``AgentEvent`` subclasses: journals
@@ -13,7 +15,19 @@ from typing import Literal
 
 from tinyagents_nb.harness import AgentEvent
 
-__all__ = ["RLMCode", "RLMOutput"]
+__all__ = ["RLMCode", "RLMOutput", "RLMStarted"]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RLMStarted(AgentEvent):
+    """An RLM run began: its calls of ``tool_name`` run its code, and ``rlm.code``/``rlm.output`` report them.
+
+    A dashboard shows those calls once, as code steps, instead of also listing them as tool calls.
+    """
+
+    kind: Literal["rlm.started"] = "rlm.started"
+    tool_name: str
+    environment: str = "kernel"
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

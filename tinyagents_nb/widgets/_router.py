@@ -4,6 +4,13 @@ It runs on whichever thread emits (the run's loop thread, once per token), so it
 plain Python state under the dashboard's lock and never touches a widget. It also keeps the run's
 tree: a session shares one sink across many runs, so an event is accepted only when its run is
 the dashboard's run or a sub-agent that a member announced with ``subagent.started``.
+
+An RLM run's code runs as calls of one tool (``repl``), which ``rlm.started`` names. Those calls
+are not listed in the Tool calls pane: the transcript already shows each of them, as the reply
+that carried the code and a code step per block with its status and output (``rlm.code`` and
+``rlm.output``). A ``repl`` row would repeat the code as a JSON argument and the outputs run
+together as one result, a second and worse view of the same step; its other calls (a reminder of
+the protocol, a prose ``FINAL``) are the protocol's turns, which the record leaves out too.
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ class EventRouter:
         self._log = log
         self._step_keys: dict[tuple[str, str, int], int] = {}
         self._retries: dict[tuple[str, str], int] = {}
+        self._step_tools: dict[str, str] = {}
+        """The tool whose calls are code steps, by RLM run id (``rlm.started``)."""
         self._handlers: Mapping[str, Callable[[Any], None]] = {
             "model.delta": self._on_delta,
             "run.started": self._on_run_started,
@@ -75,6 +84,7 @@ class EventRouter:
             "limit.reached": self._on_limit,
             "guardrail.tripped": self._on_guardrail,
             "approval.decided": self._on_decided,
+            "rlm.started": self._on_rlm_started,
             "rlm.code": self._on_code,
             "rlm.output": self._on_output,
             **dict.fromkeys(TERMINAL_KINDS, self._on_run_ended),
@@ -141,7 +151,16 @@ class EventRouter:
         after = f" after {attempts} attempts" if attempts > 1 else ""
         self._note(event, f"model call failed{after}: {event.error_type}: {event.error}")
 
+    def _on_rlm_started(self, event: Any) -> None:
+        self._step_tools[event.run_id] = event.tool_name
+
+    def _is_step_call(self, event: Any) -> bool:
+        """A call that runs an RLM run's code: its steps show it (see the module docstring)."""
+        return bool(self._step_tools.get(event.run_id) == event.tool_name)
+
     def _on_tool_started(self, event: Any) -> None:
+        if self._is_step_call(event):
+            return
         caption = self._tree.caption(event.run_id)
         self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
 
@@ -153,6 +172,12 @@ class EventRouter:
 
     def _on_tool_failed(self, event: Any) -> None:
         self._state.tool_calls += 1
+        if self._is_step_call(event):  # stopped mid-block: its step says how, as the row would have
+            for step in self._log.end_call(event.run_id, event.call_id, event.error_type, event.duration_s):
+                key = self._step_keys.get((step.run_id, step.call_id, step.index))
+                if key is not None:
+                    self._transcript.touch(key)
+            return
         self._tools.finished(
             event.run_id,
             event.call_id,

@@ -39,10 +39,14 @@ _LIMIT_LABELS: Final = {
 }
 
 
+def _fence(text: str) -> str:
+    """A backtick fence longer than any backtick run in ``text`` (so nothing inside can close it)."""
+    return "`" * max(3, max((len(run) for run in _TICKS.findall(text)), default=0) + 1)
+
+
 def fenced(text: str, info: str = "") -> str:
-    """``text`` in a backtick fence longer than any backtick run in it (so nothing inside can close it)."""
-    longest = max((len(run) for run in _TICKS.findall(text)), default=0)
-    fence = "`" * max(3, longest + 1)
+    """``text`` in a backtick fence longer than any backtick run in it, made safe as Markdown."""
+    fence = _fence(text)
     return safe_markdown(f"{fence}{info}\n{text.rstrip(chr(10))}\n{fence}\n").rstrip("\n")
 
 
@@ -72,21 +76,25 @@ class CodeStep:
             return "running"
         return self.error_type or "ok"
 
-    def markdown(self, *, output_chars: int, timing: bool = False) -> str:
-        """The step as Markdown: a heading line, the code in a collapsed block, the output under it."""
+    def markdown(self, *, output_chars: int, timing: bool = False, collapse_code: bool = True) -> str:
+        """The step as Markdown: a heading line, the code, the output under it.
+
+        ``collapse_code``: the code goes in a collapsed block, for a view that shows the reply carrying
+        it just above (the live transcript); the end-of-run record cuts it out of the reply instead.
+        """
         status = self.status()
         mark = {"running": "⋯ running", "ok": "✓"}.get(status, f"✗ {status}")
         facts = [f"<b>{esc(self.title)}</b>", esc(mark)]
         if timing and self.duration_s is not None:
             facts.append(format_duration(self.duration_s))
         who = f"{esc(self.caption)} · " if self.caption else ""
-        lines = self.code.count("\n") + 1
-        parts = [
-            f'<div class="ta-step">{who}{" · ".join(facts)}</div>',
-            f"<details><summary>code · {lines:,} line{'s' if lines != 1 else ''}</summary>",
-            fenced(self.code, "python"),
-            "</details>",
-        ]
+        parts = [f'<div class="ta-step">{who}{" · ".join(facts)}</div>']
+        if collapse_code:
+            lines = self.code.count("\n") + 1
+            summary = f"<details><summary>code · {lines:,} line{'s' if lines != 1 else ''}</summary>"
+            parts += [summary, fenced(self.code, "python"), "</details>"]
+        else:
+            parts.append(fenced(self.code, "python"))
         if self.output is not None:
             shown = truncate(self.output, output_chars)
             parts.append(fenced(shown, "text") if shown.strip() else "*(no output)*")
@@ -94,12 +102,15 @@ class CodeStep:
                 parts.append("*output cut to fit: the model saw the same cut*" if self.truncated else "*output cut*")
         return "\n\n".join(parts)
 
-    def plain(self, *, output_chars: int) -> str:
-        """The step as text: heading, ``→`` and the output (the code is in the reply just above)."""
+    def plain(self, *, output_chars: int, code: bool = False) -> str:
+        """The step as text: heading, the code if ``code`` (else it is in the reply just above), ``→`` and the output."""
         status = self.status()
         mark = {"running": "running", "ok": "ok"}.get(status, f"error: {status}")
         who = f"{self.caption} · " if self.caption else ""
         lines = [f"{who}{self.title} ({mark})"]
+        if code:
+            fence = _fence(self.code)
+            lines += [f"{fence}python", self.code.rstrip("\n"), fence]
         if self.output is not None:
             shown = truncate(self.output, output_chars).rstrip("\n") or "(no output)"
             lines += [f"  → {line}" for line in shown.splitlines()]
@@ -222,6 +233,17 @@ class RunLog:
             step.truncated = bool(event.truncated)
             step.duration_s = float(event.duration_s)
         return step
+
+    def end_call(self, run_id: str, call_id: str, error_type: str, duration_s: float) -> list[CodeStep]:
+        """The call running these steps ended without their output (a Stop, a crash): say so on each."""
+        ended = [
+            step
+            for (run, call, _), step in self.steps.items()
+            if run == run_id and call == call_id and step.output is None
+        ]
+        for step in ended:
+            step.output, step.error_type, step.duration_s = "", error_type, duration_s
+        return ended
 
     def add_decision(self, event: Any, caption: str) -> Decision:
         decision = Decision(
