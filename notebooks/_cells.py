@@ -408,12 +408,18 @@ transcript and the usage it had so far.
 returns at once, and the following cells control it while it streams on the session's own thread.
 (A default, waiting `%%agent` cell is controlled from its dashboard instead: Stop, Pause, Resume
 and the steer box work while it waits.)
+
+Executed headless (nbconvert, papermill, nbval), a `--background` cell waits for its run, because no
+frontend would update the cell afterwards. This notebook controls its runs from later cells, so it
+keeps them in the background with `headless_background = "keep"` and awaits each one: a run's
+record lands in its own cell while a later cell waits for it.
 """
         + OFFLINE_NOTE
     ),
     code(
         """
 %load_ext tinyagents_nb
+%config AgentMagics.headless_background = "keep"
 """
     ),
     md(

@@ -137,3 +137,66 @@ def test_a_headless_record_says_what_was_decided_and_keeps_code_steps(tmp_path: 
     assert "step 1 (ok)\n  → 42" in plain
     assert "answer: 42" in plain
     assert "<details><summary>code · 1 line</summary>" in rlm[-1]["data"]["text/markdown"]
+
+
+def _background_cells(*middle: str) -> list[str]:
+    setup = (
+        "from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel\n"
+        "from tinyagents_nb.magics import get_session\n"
+        "get_session().register_model('slow', SlowModel(ScriptedModel(['The answer is 42.']), delay_s=2.0))"
+    )
+    return ["%load_ext tinyagents_nb", *middle, setup, "%%agent --background --model slow --name last\nThe answer?"]
+
+
+def _execute(path: Path, env: dict[str, str]) -> nbformat.NotebookNode:
+    run = [sys.executable, "-m", "jupyter", "nbconvert", "--to", "notebook", "--execute", "--inplace", str(path)]
+    subprocess.run(run, env=env, check=True, capture_output=True, timeout=240)
+    return nbformat.read(path, as_version=4)
+
+
+def _record(cell: nbformat.NotebookNode) -> str:
+    """The cell's run record (its text/plain); fails if the cell kept the live widget instead."""
+    for out in cell.outputs:
+        assert "application/vnd.jupyter.widget-view+json" not in out.get("data", {}), cell.outputs
+    records = [out["data"]["text/plain"] for out in cell.outputs if "text/markdown" in out.get("data", {})]
+    assert len(records) == 1, cell.outputs
+    return str(records[0])
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_a_background_last_cell_keeps_its_answer(tmp_path: Path, python: str) -> None:
+    path, env = _setup(tmp_path, python, _background_cells())
+    last = _execute(path, env).cells[-1]
+    record = _record(last)
+    assert 'agent run "last"' in record
+    assert "The answer is 42." in record
+    assert "[completed · 1 model call" in record
+    said = "".join(out.get("text", "") for out in last.outputs if out["output_type"] == "stream")
+    assert said.count("ran in the foreground: no live frontend to update this cell later") == 1, said
+
+
+KEEP_CELLS = [
+    "%load_ext tinyagents_nb",
+    '%config AgentMagics.headless_background = "keep"',
+    (
+        "from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel\n"
+        "from tinyagents_nb.magics import get_session\n"
+        "get_session().register_model('slow', SlowModel(ScriptedModel(['Kept: 42.']), delay_s=2.0))"
+    ),
+    "%%agent --background --model slow --name kept\nThe answer?",
+    "print(kept.status)",
+    "%agent wait",
+]
+
+
+@pytest.mark.parametrize("python", _interpreters())
+def test_a_kept_background_run_lands_in_its_own_cell_when_a_later_cell_waits(tmp_path: Path, python: str) -> None:
+    path, env = _setup(tmp_path, python, KEEP_CELLS)
+    nb = _execute(path, env)
+    started, status, waited = nb.cells[3:6]
+    assert "".join(out.get("text", "") for out in status.outputs) == "running\n"  # the cell did return at once
+    record = _record(started)  # sent while "%agent wait" executed, applied by display id to its own cell
+    assert "Kept: 42." in record
+    assert "ran in the foreground" not in json.dumps(started.outputs)
+    said = "".join(out.get("text", "") for out in waited.outputs)
+    assert said.startswith("kept: [completed · 1 model call"), said

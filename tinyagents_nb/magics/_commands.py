@@ -24,11 +24,12 @@ from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
 from ._command_host import Command, CommandHost
-from ._display import context_text, models_frame, tools_frame, usd_text
+from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
 from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._offline import OFFLINE_MODEL
 from ._session import NotebookSession
+from ._waiting import sync_delivery, wait_runs
 
 __all__ = ["COMMANDS", "run_command"]
 
@@ -87,6 +88,40 @@ def _stop(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     for run in runs:
         run.cancel("stopped with %agent stop")
     print(f"stopping {', '.join(r.label for r in runs)}")
+
+
+def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
+    """``%agent wait [RUN|all] [--timeout S]``: a notebook waits for its background runs before it goes on (or ends)."""
+    timeout_s, rest = None, list(args)
+    if "--timeout" in rest:
+        at = rest.index("--timeout")
+        value = rest[at + 1] if at + 1 < len(rest) else ""
+        try:
+            timeout_s = float(value)
+        except ValueError:
+            timeout_s = -1.0
+        if not timeout_s > 0:
+            raise UsageError(f"%agent wait: --timeout needs a number of seconds > 0, got {value!r}")
+        del rest[at : at + 2]
+    ref = _at_most_one("wait", rest, "run")
+    if ref in (None, "all"):
+        runs = session.active_runs()
+    else:
+        runs = [session.find_run(ref)]
+        if runs[0].future is None:
+            raise UsageError(f"cannot wait for run {runs[0].label}: it was never started")
+    if not runs:
+        print("no active run to wait for")
+        return
+    futures = [r.future for r in runs if r.future is not None]
+    outcome = wait_runs(futures, timeout_s=timeout_s, delivery=sync_delivery(host.shell))
+    for run in runs:
+        print(f"{run.label}: {summary_line(run) if run.done else '[' + run.status + ']'}")
+    still = [r.label for r in runs if not r.done]
+    if outcome == "interrupted":
+        print(f"stopped waiting; still active: {', '.join(still)} (%agent stop all stops them)")
+    elif outcome == "timeout":
+        print(f"stopped waiting after {timeout_s:g} s; still active: {', '.join(still)}")
 
 
 def _pause(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
@@ -221,6 +256,7 @@ COMMANDS: Mapping[str, Command] = {
     "status": _status,
     "runs": _runs,
     "stop": _stop,
+    "wait": _wait,
     "pause": _pause,
     "resume": _resume,
     "steer": _steer,

@@ -26,6 +26,7 @@ def load_ipython_extension(ipython: Any) -> None:
     magics = AgentMagics(ipython)
     ipython.register_magics(magics)
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
+    ipython.events.register("post_run_cell", magics.post_run_cell)
     if (kernel_major(ipython) or 0) >= 7:
         transform = agent_cell_transformer(magics.waits)
         ipython.input_transformers_cleanup.append(transform)
@@ -45,10 +46,11 @@ def unload_ipython_extension(ipython: Any) -> None:
         table = ipython.magics_manager.magics[kind]
         if getattr(table.get("agent"), "__self__", None) is magics:
             del table["agent"]
-    try:
-        ipython.events.unregister("pre_run_cell", magics.pre_run_cell)
-    except ValueError:  # already gone
-        pass
+    for event, hook in (("pre_run_cell", magics.pre_run_cell), ("post_run_cell", magics.post_run_cell)):
+        try:
+            ipython.events.unregister(event, hook)
+        except ValueError:  # already gone
+            pass
     transform = _TRANSFORMERS.pop(id(ipython), None)
     if transform is not None and transform in ipython.input_transformers_cleanup:
         ipython.input_transformers_cleanup.remove(transform)

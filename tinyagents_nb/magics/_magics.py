@@ -9,7 +9,9 @@ config file work. Execution modes, and why (see ``_handle`` and ``_waiting``): b
 ``%%agent`` cell waits for its run, so its outputs stay in the cell and Run All, nbclient,
 papermill and nbval act in order with no configuration; ``--background`` returns at once while the
 run streams on the session's loop thread. ``AgentMagics.blocking = False`` or
-``TINYAGENTS_NB_BLOCKING=0`` make background the default (``=1`` forces waiting).
+``TINYAGENTS_NB_BLOCKING=0`` make background the default (``=1`` forces waiting). Executed headless
+(nbclient, papermill, nbval: no frontend to update the cell later), a background cell waits and says
+so, unless ``AgentMagics.headless_background = "keep"`` (see ``_headless``).
 
 Re-running a cell whose earlier run is still going **stops** that run (cooperatively, with a
 one-line notice) before starting the new one: the old dashboard then shows it as cancelled instead
@@ -38,6 +40,7 @@ from tinyagents_nb.widgets import RunDashboard
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command
 from ._handle import NotebookRun, RunMode
+from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless
 from ._interpolate import InterpolationError, interpolate
 from ._output import CellView
 from ._rlm import rlm_starter
@@ -93,6 +96,14 @@ class AgentMagics(magic.Magics):
         help="Whether %%agent cells wait for their run (the default); False makes --background the default. "
         "The TINYAGENTS_NB_BLOCKING environment variable (0 or 1) overrides it.",
     ).tag(config=True)
+    headless_background = Enum(
+        ("wait", "keep"),
+        "wait",
+        help="Background cells executed headless (nbclient, nbconvert, papermill, nbval), where no frontend "
+        "updates a cell after it ended: wait for their run (the default, so the record stays in the cell), or "
+        "keep them in the background (a notebook that controls its runs from later cells; await each run or "
+        "%agent wait before the notebook ends, or its record is lost).",
+    ).tag(config=True)
     throttle_hz = Float(10.0, min=0.5, max=60.0, help="Dashboard updates per second while a run streams.").tag(
         config=True
     )
@@ -121,6 +132,7 @@ class AgentMagics(magic.Magics):
         self._ready = False
         super().__init__(shell=shell, **kwargs)
         self._cell: tuple[str | None, str] = (None, "")
+        self.relay = RecordRelay()
         session = _replace_session(None)
         if session is None:
             session = NotebookSession(store_path=self.store_path or None)
@@ -157,6 +169,13 @@ class AgentMagics(magic.Magics):
     def pre_run_cell(self, info: Any) -> None:
         """``shell.events`` hook: remember the cell being run (its frontend id, when sent, and source)."""
         self._cell = (getattr(info, "cell_id", None), str(getattr(info, "raw_cell", "") or ""))
+        kernel = getattr(self.shell, "kernel", None)
+        if kernel is not None and hasattr(kernel, "get_parent"):
+            self.relay.cell_started(kernel.get_parent())
+
+    def post_run_cell(self, result: Any) -> None:
+        """``shell.events`` hook: the cell ended (a late record now waits for the next one)."""
+        self.relay.cell_finished()
 
     def _cell_key(self, line: str, cell: str) -> str:
         cell_id, raw = self._cell
@@ -177,7 +196,8 @@ class AgentMagics(magic.Magics):
     @_argument(
         "--background",
         action="store_true",
-        help="the cell returns at once; the run streams on while other cells run",
+        help="the cell returns at once; the run streams on while other cells run "
+        "(executed headless, it waits: see AgentMagics.headless_background)",
     )
     @_argument("--name", "-n", metavar="VAR", help="also bind the run handle to this variable")
     @_argument("--raw", action="store_true", help="send the cell as is, without {expr} interpolation")
@@ -224,6 +244,13 @@ class AgentMagics(magic.Magics):
         return self._mode(args) == "waiting"
 
     def _mode(self, args: argparse.Namespace) -> RunMode:
+        """The mode the cell runs in: what it asked for, unless background would lose its record."""
+        asked = self._asked_mode(args)
+        if asked == "background" and self.headless_background == "wait" and executed_headless(self.shell):
+            return "waiting"
+        return asked
+
+    def _asked_mode(self, args: argparse.Namespace) -> RunMode:
         if args.wait and args.background:
             raise UsageError("--wait and --background cannot be combined")
         if args.wait or args.background:
@@ -240,6 +267,7 @@ class AgentMagics(magic.Magics):
         if args.name is not None and not args.name.isidentifier():
             raise UsageError(f"--name {args.name!r} is not a valid Python variable name")
         mode = self._mode(args)
+        foreground = mode != self._asked_mode(args)
         try:
             prompt = cell if args.raw else interpolate(cell, self.shell.user_ns if self.shell else {})
         except InterpolationError as exc:
@@ -277,8 +305,11 @@ class AgentMagics(magic.Magics):
         if mode == "waiting" and delivery == "none":
             dashboard.controls.unreachable = UNREACHABLE
         dashboard.flush()
-        view = CellView(run, self.shell)
+        late = mode == "background" and executed_headless(self.shell)  # its record may come after the cell
+        view = CellView(run, self.shell, relay=self.relay if late else None)
         run.view = view
+        if foreground:
+            print(FOREGROUND_NOTE)
         sys.stdout.flush()  # earlier lines of this cell stay above the dashboard
         view.show()
         session.start(run, mode=mode)
@@ -302,6 +333,7 @@ class AgentMagics(magic.Magics):
         status              the session: thread, default model, runs, usage, tools
         runs                a table of this session's runs
         stop [RUN|all]      cancel the latest active run (or RUN, or every active run)
+        wait [RUN|all] [--timeout S]  wait for every active run (or RUN) to end; ■ stops waiting
         pause [RUN]         hold a run before its next model call; resume [RUN] releases it
         steer [-r RUN] TEXT add a user message the run's next model call sees
         redirect [-r RUN] TEXT  change a run's course with a system instruction

@@ -5,7 +5,8 @@ loop thread, maybe long after the cell returned) that same output is replaced by
 record. IPython's display machinery addresses the *current* cell, which on another thread or later
 is the wrong one (ipykernel 6 keeps one global parent), so in a kernel the messages are sent with
 the starting cell's parent header captured at display time. Without a kernel (plain IPython) the
-shell's own display publisher is used.
+shell's own display publisher is used. A background run started headless gives its record to a
+``RecordRelay`` instead, which sends it as part of the cell executing when it ends (see ``_headless``).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 from IPython.display import publish_display_data as _publish_display_data
 
 from ._handle import NotebookRun
+from ._headless import RecordRelay
 from ._record import live_text, record_bundle
 
 __all__ = ["CellView"]
@@ -31,15 +33,17 @@ class CellView:
     Args:
         run: The run to show.
         shell: The IPython shell running the cell (its ``kernel``, when there is one, is used).
+        relay: Sends the record when the run ends after its cell, for a headless executor to apply.
     """
 
-    def __init__(self, run: NotebookRun, shell: Any) -> None:
+    def __init__(self, run: NotebookRun, shell: Any, *, relay: RecordRelay | None = None) -> None:
         self.run = run
         self.display_id = f"tinyagents-{run.run_id}"
         kernel: Any = getattr(shell, "kernel", None)
         ready = all(hasattr(kernel, a) for a in ("session", "iopub_socket", "get_parent"))
         self._kernel: Any = kernel if ready else None
         self._parent: Any = kernel.get_parent() if ready else None
+        self._relay = relay if ready else None
         self._lock = threading.Lock()
         self.record_shown = False
 
@@ -85,8 +89,13 @@ class CellView:
             publish_display_data(data, transient=transient, update=update)
             return
         kind = "update_display_data" if update else "display_data"
-        self._send(kind, {"data": data, "metadata": {}, "transient": transient}, topic=b"display_data")
+        content = {"data": data, "metadata": {}, "transient": transient}
+        if update and self._relay is not None:
+            self._relay.deliver(lambda parent: self._send(kind, content, topic=b"display_data", parent=parent))
+            return
+        self._send(kind, content, topic=b"display_data")
 
-    def _send(self, kind: str, content: dict[str, Any], *, topic: bytes) -> None:
+    def _send(self, kind: str, content: dict[str, Any], *, topic: bytes, parent: Any = None) -> None:
         kernel = self._kernel
-        kernel.session.send(kernel.iopub_socket, kind, content, parent=self._parent, ident=topic)
+        parent = self._parent if parent is None else parent
+        kernel.session.send(kernel.iopub_socket, kind, content, parent=parent, ident=topic)

@@ -21,8 +21,9 @@ from __future__ import annotations
 import asyncio
 import shlex
 import sys
-from collections.abc import Callable
-from concurrent.futures import Future
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, wait
 from typing import Any, Literal
 
 from tinyagents_nb.harness import AgentRun
@@ -36,6 +37,7 @@ __all__ = [
     "kernel_major",
     "sync_delivery",
     "wait_async",
+    "wait_runs",
     "wait_sync",
 ]
 
@@ -102,6 +104,36 @@ def _wait_loop(
                 return False
             continue
         return True
+
+
+def wait_runs(
+    futures: Sequence[Future[AgentRun]], *, timeout_s: float | None, delivery: Delivery
+) -> Literal["ended", "timeout", "interrupted"]:
+    """Block until every future resolved (``%agent wait``), pumping the kernel when ``delivery == "pump"``.
+
+    ■ stops the wait and leaves the runs going: unlike a waiting cell, this cell did not start them.
+    """
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
+
+    def waited(pump: Callable[[], object] | None) -> Literal["ended", "timeout", "interrupted"]:
+        try:
+            while True:
+                if pump is not None:
+                    pump()
+                _, pending = wait(futures, timeout=_POLL_S)
+                if not pending:
+                    return "ended"
+                if deadline is not None and time.monotonic() >= deadline:
+                    return "timeout"
+        except KeyboardInterrupt:
+            return "interrupted"
+
+    if delivery == "pump":
+        from jupyter_ui_poll import ui_events
+
+        with ui_events() as poll:
+            return waited(lambda: poll(10))
+    return waited(None)
 
 
 async def wait_async(run: NotebookRun, future: Future[AgentRun], *, say: Callable[[str], None]) -> bool:
