@@ -26,7 +26,8 @@ def interpolate(shell: InteractiveShell, session: NotebookSession, template: str
     shell.user_ns.update(NS)
     run_ok(shell, f"%%agent --model fake\n<{template}>")
     text = model.requests[-1].messages[-1].text
-    assert text.startswith("<") and text.endswith(">")
+    assert text.startswith("<")
+    assert text.endswith(">")
     return text[1:-1]
 
 

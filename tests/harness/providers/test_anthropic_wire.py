@@ -110,7 +110,8 @@ def test_images_become_base64_or_url_sources() -> None:
         text="what is this?",
         blocks=[ImageRef(url="data:image/jpeg;base64,QUJD"), ImageRef(url="https://example.com/a.png")],
     )
-    content = anthropic_body(ModelRequest(messages=[user]), model="m", options=OPTS, stream=False)["messages"][0]["content"]
+    body = anthropic_body(ModelRequest(messages=[user]), model="m", options=OPTS, stream=False)
+    content = body["messages"][0]["content"]
     assert content[1]["source"] == {"type": "base64", "media_type": "image/jpeg", "data": "QUJD"}
     assert content[2]["source"] == {"type": "url", "url": "https://example.com/a.png"}
 
@@ -146,7 +147,9 @@ def test_cache_off_and_one_hour_ttl() -> None:
 
 def test_cached_tools_payload_is_not_mutated_by_breakpoints() -> None:
     cached = anthropic_tools(TOOLS)
-    anthropic_body(ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False, tools=cached)
+    anthropic_body(
+        ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False, tools=cached
+    )
     assert "cache_control" not in json.dumps(cached)
 
 
@@ -174,7 +177,9 @@ def test_thinking_settings_relax_tool_choice_and_drop_temperature() -> None:
 def test_native_json_output_only_where_the_model_supports_it() -> None:
     fmt = ResponseFormat(type="json_schema", name="answer", schema={"type": "object"})
     request = ModelRequest(messages=[UserMessage(text="q")], response_format=fmt)
-    native = anthropic_body(request, model="m", options=AnthropicWireOptions(max_tokens=10, native_json=True), stream=False)
+    native = anthropic_body(
+        request, model="m", options=AnthropicWireOptions(max_tokens=10, native_json=True), stream=False
+    )
     assert native["output_config"] == {"format": {"type": "json_schema", "schema": {"type": "object"}}}
     assert "output_config" not in anthropic_body(request, model="m", options=OPTS, stream=False)
 
