@@ -111,11 +111,6 @@ PRIVATE_IMPORTS_ALLOWED: dict[str, str] = {
         "tinyagents_nb.harness._tokens",
     ),
     **_allow(
-        "the provider-safe naming rule for long and odd MCP tool names, without starting a server",
-        "tests/harness/mcp/test_spec.py",
-        "tinyagents_nb.harness.mcp._convert",
-    ),
-    **_allow(
         "span merging under the streaming redactor, on cases a stream seldom produces",
         "tests/harness/observability/test_redact_stream.py",
         "tinyagents_nb.harness.observability._redact_stream",
