@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from tinyagents_nb.harness import AgentHarness, ConfigurationError, ToolMessage
-from tinyagents_nb.harness.testkit import ScriptedModel
 from tinyagents_nb.harness.mcp import MCPServer, MCPUnavailableError
+from tinyagents_nb.harness.testkit import ScriptedModel
 
 
 def test_a_stdio_server_shows_its_command_but_never_its_environment() -> None:
