@@ -543,13 +543,17 @@ def test_family_namespace_is_exact(family: str) -> None:
 
 
 PROVIDERS_WIRE = [  # what an adapter author reuses from the built-in adapters
+    "AnthropicWireOptions",
     "ChunkParser",
     "EventParser",
     "PerLoopClients",
     "SSEDecoder",
     "SSEEvent",
+    "anthropic_body",
+    "anthropic_tools",
     "error_from_payload",
     "normalize_usage",
+    "parse_anthropic_message",
     "parse_retry_after",
     "scrub",
     "scrub_value",

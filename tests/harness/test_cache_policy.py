@@ -23,7 +23,7 @@ from tinyagents_nb.harness.events import CacheLayoutEvent
 from tinyagents_nb.harness.middleware import CachePolicy, PromptCacheGuardMiddleware
 from tinyagents_nb.harness.observability import event_from_dict
 from tinyagents_nb.harness.prompts import PromptBuilder
-from tinyagents_nb.harness.providers._anthropic_wire import WireOptions, build_body
+from tinyagents_nb.harness.providers.wire import AnthropicWireOptions, anthropic_body
 from tinyagents_nb.harness.stores import InMemoryResponseCache
 from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
@@ -122,11 +122,11 @@ async def test_cache_policy_can_turn_off_prompt_cache_breakpoints() -> None:
     await AgentHarness(model=model, policy=RunPolicy(cache=CachePolicy(prompt_cache=False))).invoke("hi")
     on, off = model.requests
     assert (on.prompt_cache, off.prompt_cache) == (True, False)
-    options = WireOptions(max_tokens=100)
-    with_marks = build_body(
+    options = AnthropicWireOptions(max_tokens=100)
+    with_marks = anthropic_body(
         on.with_messages((SystemMessage(text="s"), *on.messages)), model="m", options=options, stream=False
     )
-    without = build_body(
+    without = anthropic_body(
         off.with_messages((SystemMessage(text="s"), *off.messages)), model="m", options=options, stream=False
     )
     assert "cache_control" in str(with_marks)

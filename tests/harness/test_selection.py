@@ -21,6 +21,7 @@ from tinyagents_nb.harness import (
     RetryPolicy,
     RunContext,
     RunPolicy,
+    Usage,
     UserMessage,
 )
 from tinyagents_nb.harness.models import (
@@ -149,18 +150,35 @@ async def test_a_fallback_with_a_smaller_window_gets_a_refitted_request() -> Non
     assert backup.requests[0].messages[-1] == UserMessage(text="final?")
 
 
-def test_recording_the_resolved_model_keeps_every_other_response_field() -> None:
+async def test_recording_the_resolved_model_keeps_every_other_response_field() -> None:
     """The loop rebuilds the response in one constructor call: a field added later must not be dropped."""
     import dataclasses
 
-    from tinyagents_nb.harness._selection import with_resolved
+    seen: list[ModelResponse] = []
 
-    model = ScriptedModel([], model_name="small", profile=TEXT_ONLY)
-    original = ModelResponse(message=AssistantMessage(text="x"), finish_reason="stop", model="alias", provider="p")
-    done = with_resolved(original, model, "configured")
+    class Record(Middleware):
+        async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
+            seen.append(response)
+            return response
+
+    original = ModelResponse(
+        message=AssistantMessage(text="x"),
+        usage=Usage(input_tokens=3, output_tokens=1),
+        finish_reason="stop",
+        model="alias",
+        provider="p",
+    )
+    with pytest.warns(UserWarning, match="no price known for model 'alias'"):
+        await AgentHarness(model=ScriptedModel([original], profile=TEXT_ONLY), middleware=[Record()]).invoke("q")
+    [done] = seen
     for f in dataclasses.fields(ModelResponse):
         if f.name != "resolved":
             assert getattr(done, f.name) == getattr(original, f.name), f.name
     assert done.resolved == ResolvedModel(provider="p", model="alias", source="configured")
-    bare = with_resolved(ModelResponse(message=AssistantMessage(text="x")), model, "fallback")
+    primary = ScriptedModel([ProviderError("down", status=503, retryable=True)], profile=TEXT_ONLY)
+    backup = ScriptedModel([ModelResponse(message=AssistantMessage(text="y"))], model_name="small", profile=TEXT_ONLY)
+    policy = RunPolicy(fallback=FallbackPolicy([backup]), retry=RetryPolicy(max_attempts=1))
+    await AgentHarness(model=primary, policy=policy, middleware=[Record()]).invoke("q")
+    bare = seen[-1]
     assert (bare.model, bare.provider) == ("small", "test")
+    assert bare.resolved == ResolvedModel(provider="test", model="small", source="fallback")

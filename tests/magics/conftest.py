@@ -16,7 +16,6 @@ from traitlets.config import Config
 
 from tinyagents_nb.harness.providers import known_providers
 from tinyagents_nb.magics import NotebookRun, NotebookSession, get_session
-from tinyagents_nb.magics._session import _replace_session
 
 
 @pytest.fixture
@@ -27,14 +26,13 @@ def shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Interactiv
     for spec, _ in known_providers():
         if spec.api_key_env:
             monkeypatch.delenv(spec.api_key_env, raising=False)
-    leftover = _replace_session(None)  # e.g. a get_session() after an earlier test's unload
-    if leftover is not None:
-        leftover.close()
     config = Config()
     config.HistoryManager.hist_file = ":memory:"
     InteractiveShell.clear_instance()
     ip = InteractiveShell.instance(config=config)
-    ip.run_line_magic("load_ext", "tinyagents_nb")
+    ip.run_line_magic("load_ext", "tinyagents_nb")  # adopts a session an earlier test's get_session() left
+    ip.run_line_magic("unload_ext", "tinyagents_nb")  # which unloading closes and forgets,
+    ip.run_line_magic("load_ext", "tinyagents_nb")  # so that each test starts from a fresh session
     try:
         yield ip
     finally:

@@ -1,4 +1,5 @@
-"""``NotebookSession`` and ``NotebookRun`` from Python, without magics: the API beside ``%%agent``."""
+"""``NotebookSession`` and ``NotebookRun`` from Python, without magics (but for the one-per-kernel
+session, which the extension installs): the API beside ``%%agent``."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import anyio
 import pytest
+from IPython.core.interactiveshell import InteractiveShell
 
 from tinyagents_nb.harness import (
     ConfigurationError,
@@ -17,7 +19,6 @@ from tinyagents_nb.harness import (
 )
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 from tinyagents_nb.magics import NotebookRun, NotebookSession, get_session
-from tinyagents_nb.magics._session import _replace_session
 
 
 @pytest.fixture
@@ -27,17 +28,17 @@ def session() -> Iterator[NotebookSession]:
     created.close()
 
 
-def test_get_session_is_one_per_process_until_replaced() -> None:
-    previous = _replace_session(None)
-    try:
-        first = get_session()
-        assert get_session() is first
-        assert isinstance(first.context, RunContext)
-        assert first.context.thread_id == first.thread_id
-    finally:
-        created = _replace_session(previous)
-        if created is not None:
-            created.close()
+def test_get_session_is_one_per_process_until_the_extension_is_unloaded(shell: InteractiveShell) -> None:
+    loaded = get_session()
+    assert get_session() is loaded
+    assert isinstance(loaded.context, RunContext)
+    assert loaded.context.thread_id == loaded.thread_id
+    shell.run_line_magic("unload_ext", "tinyagents_nb")
+    first = get_session()  # created on first use without the extension
+    assert first is not loaded
+    assert get_session() is first
+    shell.run_line_magic("load_ext", "tinyagents_nb")
+    assert get_session() is first  # the extension adopts it; the fixture's unload closes it
 
 
 def test_runs_derive_from_the_root_and_accept_steering(session: NotebookSession) -> None:

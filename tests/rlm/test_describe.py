@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from tinyagents_nb.rlm import RLMLimits, describe_context, describe_value
-from tinyagents_nb.rlm._prompt import first_message
+from tinyagents_nb.harness import UserMessage
+from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.rlm import RLM, describe_context, describe_value
 
 
 def test_a_huge_string_is_described_in_a_bounded_line() -> None:
@@ -37,9 +38,13 @@ def test_lists_dicts_and_a_broken_repr() -> None:
 
 
 def test_first_message_has_the_task_and_each_description() -> None:
-    message = first_message(
-        "count the errors", {"logs": "x" * 1_000_000, "n": 3}, environment="kernel", limits=RLMLimits()
-    )
+    rlm = RLM(model=ScriptedModel([]), environment="local")
+    try:
+        _, messages = rlm.prepare("count the errors", {"logs": "x" * 1_000_000, "n": 3})
+    finally:
+        rlm.close()
+    assert isinstance(messages[-1], UserMessage)
+    message = messages[-1].text
     assert message.startswith("Task:\ncount the errors")
     assert "`logs`: str, 1,000,000 characters" in message
     assert "`n`: int" in message

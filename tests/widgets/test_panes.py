@@ -1,4 +1,8 @@
-"""The panes and helpers on their own: formatting, segment cutting, rows, tree, gauge, costs, header."""
+"""Each pane of a dashboard on its own, through the dashboard's attributes and without a run.
+
+Formatting, segment cutting, rows, tree, gauge, costs, header: each test builds a ``RunDashboard``
+over a stream that never starts and drives one pane the way the dashboard's listener does.
+"""
 
 from __future__ import annotations
 
@@ -19,19 +23,20 @@ from tinyagents_nb.harness import (
 )
 from tinyagents_nb.harness.testkit import ScriptedModel
 from tinyagents_nb.widgets import RunDashboard
-from tinyagents_nb.widgets._costs import CostTable
 from tinyagents_nb.widgets._format import format_duration, format_usd, json_preview, truncate
-from tinyagents_nb.widgets._gauge import ContextGauge, bar_style_for
-from tinyagents_nb.widgets._header import RunState, header_html
-from tinyagents_nb.widgets._rows import HtmlRows
-from tinyagents_nb.widgets._transcript import TranscriptPane
-from tinyagents_nb.widgets._tree import AgentTree
 
 from .conftest import CommLog, row_text
 
 
 def no_caption(run_id: str) -> str:
     return ""
+
+
+def dashboard(*, max_history: int = 100, title: str | None = None) -> RunDashboard:
+    """A dashboard whose run is never started: its panes are driven by hand."""
+    return RunDashboard(
+        AgentHarness(model=ScriptedModel(["unused"])).invoke_streaming("x"), title=title, max_history=max_history
+    )
 
 
 @pytest.mark.parametrize(
@@ -65,7 +70,7 @@ def test_durations_truncation_and_json_previews() -> None:
 
 
 def test_a_long_answer_without_paragraphs_is_cut_at_a_line_break_and_joined_back(comms: CommLog) -> None:
-    pane = TranscriptPane(max_segments=100)
+    pane = dashboard(max_history=100).transcript
     lines = [f"line {i} " + "x" * 60 for i in range(200)]  # ~13k chars, single line breaks only
     for line in lines:
         pane.add_delta("r", "c1", "text", line + "\n", no_caption)
@@ -75,7 +80,7 @@ def test_a_long_answer_without_paragraphs_is_cut_at_a_line_break_and_joined_back
 
 
 def test_segments_are_closed_when_their_call_ends_and_reasoning_gives_way_to_text(comms: CommLog) -> None:
-    pane = TranscriptPane(max_segments=10)
+    pane = dashboard(max_history=10).transcript
     pane.add_delta("r", "c1", "thinking", "hmm", no_caption)
     pane.add_delta("r", "c1", "text", "answer", lambda run_id: "researcher")
     first, second = pane.segments.values()
@@ -93,49 +98,58 @@ def test_segments_are_closed_when_their_call_ends_and_reasoning_gives_way_to_tex
 
 
 def test_rows_resend_only_what_changed(comms: CommLog) -> None:
-    rows = HtmlRows(noun="row")
-    rows.sync([0, 1], {0: "a", 1: "b"}, 0)
-    first, second = rows.box.children
+    pane = dashboard(max_history=2).tools
+    pane.started("r", "c0", "alpha", {}, "")
+    pane.started("r", "c1", "beta", {}, "")
+    pane.render()
+    first, second = pane.widget.children
     first_id = first.comm.comm_id
     comms.clear()
-    rows.sync([0, 1], {1: "b2"}, 0)
-    assert comms.updates(second, "value") == [{"value": "b2"}]
+    pane.finished("r", "c1", output="beta done", is_error=False, duration_s=0.5)
+    pane.render()
+    [update] = comms.updates(second, "value")
+    assert "beta done" in update["value"]
     assert comms.updates(first) == []
-    assert comms.updates(rows.box) == []  # no structural change, no children update
-    rows.sync([1, 2], {2: "c"}, 1)
-    assert [w.value for w in rows.box.children[1:]] == ["b2", "c"]
-    assert "… 1 earlier row not shown" in rows.box.children[0].value
+    assert comms.updates(pane.widget) == []  # no structural change, no children update
+    pane.started("r", "c2", "gamma", {}, "")
+    pane.render()
+    assert "<code>gamma</code>" in pane.widget.children[2].value
+    assert pane.widget.children[1] is second
+    assert "… 1 earlier tool call not shown" in pane.widget.children[0].value
     assert first.comm is None  # the dropped row was closed
     assert any(kind == "comm_close" and cid == first_id for cid, kind, _ in comms.messages)
 
 
 def test_the_tree_orders_depth_first_and_bounds_its_nodes() -> None:
-    tree = AgentTree("root", "main", max_nodes=4)
-    tree.add_child("root", "a", "alpha", 1)
+    dash = dashboard(max_history=4, title="main")
+    tree, root = dash.tree, dash.run_id
+    tree.add_child(root, "a", "alpha", 1)
     tree.add_child("a", "a1", "alpha-1", 2)
-    tree.add_child("root", "b", "beta", 1)
+    tree.add_child(root, "b", "beta", 1)
     assert [n.name for n in tree.ordered()] == ["main", "alpha", "alpha-1", "beta"]
     tree.finish("a1", "completed")
-    tree.add_child("root", "c", "gamma", 1)  # over the bound: the oldest finished node goes first
+    tree.add_child(root, "c", "gamma", 1)  # over the bound: the oldest finished node goes first
     assert "a1" not in tree.nodes
     assert "a1" in tree
     assert tree.dropped == 1
     assert len(tree) == 5
     assert tree.name_of("a1") == "sub-agent"
-    assert tree.caption("root") == ""
+    assert tree.caption(root) == ""
     assert tree.caption("b") == "beta"
 
 
 @pytest.mark.parametrize(
-    ("utilization", "style"),
-    [(0.0, "success"), (0.599, "success"), (0.6, "warning"), (0.849, "warning"), (0.85, "danger"), (1.7, "danger")],
+    ("prompt_tokens", "style"),
+    [(0, "success"), (599, "success"), (600, "warning"), (849, "warning"), (850, "danger"), (1_700, "danger")],
 )
-def test_gauge_colour_thresholds(utilization: float, style: str) -> None:
-    assert bar_style_for(utilization) == style
+def test_gauge_colour_thresholds(comms: CommLog, prompt_tokens: int, style: str) -> None:
+    gauge = dashboard().gauge
+    gauge.render(ContextWindow(model="m", max_tokens=1_000, estimated_prompt_tokens=prompt_tokens))
+    assert gauge.bar.bar_style == style
 
 
 def test_the_gauge_clamps_an_over_budget_prompt_and_keeps_its_marks_bounded(comms: CommLog) -> None:
-    gauge = ContextGauge(max_marks=2)
+    gauge = dashboard(max_history=2).gauge
     gauge.render(
         ContextWindow(model="m", max_tokens=10_000, reserved_output_tokens=2_000, estimated_prompt_tokens=9_000)
     )
@@ -156,7 +170,7 @@ def test_the_gauge_clamps_an_over_budget_prompt_and_keeps_its_marks_bounded(comm
 
 
 def test_the_gauge_shows_the_last_calls_prompt_cache_reads_and_writes(comms: CommLog) -> None:
-    gauge = ContextGauge(max_marks=2)
+    gauge = dashboard(max_history=2).gauge
     window = ContextWindow(model="m", max_tokens=10_000, estimated_prompt_tokens=4_000)
     gauge.render(window)
     assert "cached" not in gauge.label.value
@@ -180,7 +194,7 @@ def test_the_cost_table_totals_and_propagates_unknown(comms: CommLog) -> None:
     costs.record(run_id="other", parent_run_id=None, root_run_id="other", depth=0, usage=usage, model="cheap")
     with pytest.warns(UserWarning, match="no price known"):
         costs.record(run_id="c", parent_run_id="r", root_run_id="r", depth=1, usage=usage, model="odd")
-    table = CostTable()
+    table = dashboard().costs
     table.render(
         costs, lambda rec: rec.root_run_id == "r", lambda run_id: {"r": "main"}.get(run_id, "helper"), now=0, force=True
     )
@@ -198,11 +212,15 @@ def test_the_cost_table_totals_and_propagates_unknown(comms: CommLog) -> None:
     assert comms.comm_msgs() == 0
 
 
-def test_the_header_shows_an_error_without_a_hint_and_the_event_text_before_the_result() -> None:
-    state = RunState(run_id="r1", title="t", terminal="failed", error_text="ProviderError: boom")
-    assert "ProviderError: boom" in header_html(state, status="failed", now=0)
+def test_the_header_shows_an_error_without_a_hint_and_the_event_text_before_the_result(comms: CommLog) -> None:
+    dash = dashboard()
+    state, header = dash.state, dash.header
+    state.terminal, state.error_text = "failed", "ProviderError: boom"
+    header.render(state, status="failed", now=0)
+    assert "ProviderError: boom" in header.widget.value
     state.error = ProviderError("<b>bad</b>")
-    html = header_html(state, status="failed", now=0)
+    header.render(state, status="failed", now=0)
+    html = header.widget.value
     assert "&lt;b&gt;bad&lt;/b&gt;" in html
     assert "hint:" not in html
     assert "<b>bad</b>" not in html
@@ -231,5 +249,6 @@ async def test_a_broken_pane_is_logged_and_shown_but_never_stops_the_dashboard(
 
 
 def test_run_ids_are_plain_strings_in_the_tree() -> None:
-    tree = AgentTree(str(RunId("run-a")), "main", max_nodes=3)
-    assert RunId("run-a") in tree
+    dash = dashboard()
+    assert type(dash.run_id) is str
+    assert RunId(dash.run_id) in dash.tree

@@ -2,7 +2,7 @@
 
 Run as ``python calc_server.py`` (stdio) or ``python calc_server.py --http PORT`` (streamable HTTP
 on 127.0.0.1). ``MARKER_DIR`` (environment) is where ``slow`` records that it started and whether
-it saw the client's cancellation.
+it saw the client's cancellation; ``CALC_ODD_NAMES`` adds tools whose names no provider accepts as is.
 """
 
 from __future__ import annotations
@@ -111,6 +111,16 @@ async def grow(ctx: Context) -> str:
     app.add_tool(mul)
     await ctx.notify_tools_changed()
     return "grown"
+
+
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+if os.environ.get("CALC_ODD_NAMES"):  # a dot and a slash; names too long once prefixed, alike but for their end
+    for odd in ("read.file/v2", "t" * 100, "t" * 99):
+        app.add_tool(echo, name=odd)
 
 
 if __name__ == "__main__":

@@ -1,15 +1,17 @@
-"""Building servers: validation, what is shown, the redactor, and the error when the extra is missing."""
+"""Building servers: validation, what is shown, the redactor, provider-safe tool names, and the missing extra."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
+from collections.abc import Callable
 
 import pytest
 
-from tinyagents_nb.harness import ConfigurationError
+from tinyagents_nb.harness import AgentHarness, ConfigurationError, ToolMessage
 from tinyagents_nb.harness.mcp import MCPServer, MCPUnavailableError
-from tinyagents_nb.harness.mcp._convert import local_name
+from tinyagents_nb.harness.testkit import ScriptedModel
 
 
 def test_a_stdio_server_shows_its_command_but_never_its_environment() -> None:
@@ -63,13 +65,19 @@ def test_a_bad_env_value_is_reported_without_its_value() -> None:
     assert "hunter2" not in str(caught.value)
 
 
-def test_tool_names_are_prefixed_and_made_provider_safe() -> None:
-    assert local_name("calc", "add") == "calc_add"
-    assert local_name("fs", "read.file/v2") == "fs_read_file_v2"
-    long = local_name("server", "t" * 100)
-    assert len(long) == 64
-    assert long.startswith("server_ttt")
-    assert long != local_name("server", "t" * 99)
+def test_tool_names_are_prefixed_and_made_provider_safe(stdio_server: Callable[..., MCPServer]) -> None:
+    server = stdio_server("calc", env={"CALC_ODD_NAMES": "1"})
+    tools = {tool.name: tool for tool in server.start()}
+    assert tools["calc_add"].remote_name == "add"
+    assert tools["calc_read_file_v2"].remote_name == "read.file/v2"
+    long = sorted((t for t in tools.values() if t.remote_name.startswith("ttt")), key=lambda t: len(t.remote_name))
+    assert [len(t.remote_name) for t in long] == [99, 100]
+    assert [len(t.name) for t in long] == [64, 64]
+    assert all(t.name.startswith("calc_ttt") and re.fullmatch(r"[A-Za-z0-9_-]+", t.name) for t in long)
+    assert long[0].name != long[1].name  # the hash of the remote name tells them apart
+    model = ScriptedModel([ScriptedModel.tool_call("calc_read_file_v2", {"text": "hi"}), ScriptedModel.text("ok")])
+    run = AgentHarness(model=model, tools=[server]).run_sync("echo")
+    assert [m.text for m in run.messages if isinstance(m, ToolMessage)] == ["hi"]  # called under its remote name
 
 
 def test_without_the_extra_the_harness_imports_and_a_server_names_the_extra() -> None:

@@ -21,16 +21,16 @@ from tinyagents_nb.harness import (
     messages_to_json,
 )
 from tinyagents_nb.harness.models import ResponseFormat
-from tinyagents_nb.harness.providers._anthropic_wire import (
-    MAX_BREAKPOINTS,
-    WireOptions,
-    build_body,
-    finish_reason,
-    parse_message,
-    usage_from,
+from tinyagents_nb.harness.providers.wire import (
+    AnthropicWireOptions,
+    anthropic_body,
+    anthropic_tools,
+    parse_anthropic_message,
 )
 
-OPTS = WireOptions(max_tokens=4096)
+MAX_BREAKPOINTS = 4  # Messages accepts at most four cache_control breakpoints per request
+
+OPTS = AnthropicWireOptions(max_tokens=4096)
 TOOLS = (ToolSchema(name="weather", description="Weather.", parameters={"type": "object"}),)
 
 
@@ -68,7 +68,7 @@ def tool_turns() -> list[Any]:
 
 
 def test_system_is_hoisted_and_tool_results_share_one_user_message() -> None:
-    body = build_body(ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False)
+    body = anthropic_body(ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False)
     assert body["system"][0]["text"] == "You are terse."
     assert [m["role"] for m in body["messages"]] == ["user", "assistant", "user"]
     assistant = body["messages"][1]["content"]
@@ -86,14 +86,14 @@ def test_system_is_hoisted_and_tool_results_share_one_user_message() -> None:
 
 def test_a_user_turn_after_tool_results_joins_them_after_the_results() -> None:
     messages = [*tool_turns(), UserMessage(text="and Paris?")]
-    body = build_body(ModelRequest(messages=messages), model="m", options=OPTS, stream=False)
+    body = anthropic_body(ModelRequest(messages=messages), model="m", options=OPTS, stream=False)
     last = body["messages"][-1]["content"]
     assert [b["type"] for b in last] == ["tool_result", "tool_result", "text"]
 
 
 def test_unsigned_reasoning_from_other_providers_is_not_sent() -> None:
     messages = [UserMessage(text="q"), AssistantMessage(text="a", reasoning="hmm", blocks=[ThinkingBlock(text="x")])]
-    body = build_body(ModelRequest(messages=messages), model="m", options=OPTS, stream=False)
+    body = anthropic_body(ModelRequest(messages=messages), model="m", options=OPTS, stream=False)
     assert body["messages"][1]["content"] == [{"type": "text", "text": "a", "cache_control": {"type": "ephemeral"}}]
 
 
@@ -101,7 +101,7 @@ def test_redacted_thinking_round_trips_through_json_and_back_to_the_wire() -> No
     message = AssistantMessage(text="ok", blocks=[ThinkingBlock(text="", signature="ENCRYPTED", redacted=True)])
     (back,) = messages_from_json(messages_to_json([message]))
     assert back == message
-    body = build_body(ModelRequest(messages=[UserMessage(text="q"), back]), model="m", options=OPTS, stream=False)
+    body = anthropic_body(ModelRequest(messages=[UserMessage(text="q"), back]), model="m", options=OPTS, stream=False)
     assert body["messages"][1]["content"][0] == {"type": "redacted_thinking", "data": "ENCRYPTED"}
 
 
@@ -110,13 +110,14 @@ def test_images_become_base64_or_url_sources() -> None:
         text="what is this?",
         blocks=[ImageRef(url="data:image/jpeg;base64,QUJD"), ImageRef(url="https://example.com/a.png")],
     )
-    content = build_body(ModelRequest(messages=[user]), model="m", options=OPTS, stream=False)["messages"][0]["content"]
+    body = anthropic_body(ModelRequest(messages=[user]), model="m", options=OPTS, stream=False)
+    content = body["messages"][0]["content"]
     assert content[1]["source"] == {"type": "base64", "media_type": "image/jpeg", "data": "QUJD"}
     assert content[2]["source"] == {"type": "url", "url": "https://example.com/a.png"}
 
 
 def test_cache_breakpoints_mark_tools_system_newest_message_and_previous_user_turn() -> None:
-    body = build_body(ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False)
+    body = anthropic_body(ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False)
     assert breakpoints(body) == ["tools[0]", "system[0]", "messages[0].content[0]", "messages[2].content[1]"]
     assert len(breakpoints(body)) <= MAX_BREAKPOINTS
     assert body["tools"][0]["cache_control"] == {"type": "ephemeral"}
@@ -129,7 +130,7 @@ def test_cache_breakpoints_never_exceed_four_and_skip_thinking_blocks() -> None:
         UserMessage(text="q"),
         AssistantMessage(blocks=[ThinkingBlock(text="t", signature="s")], text="a"),
     ]
-    body = build_body(ModelRequest(messages=messages, tools=TOOLS), model="m", options=OPTS, stream=False)
+    body = anthropic_body(ModelRequest(messages=messages, tools=TOOLS), model="m", options=OPTS, stream=False)
     marks = breakpoints(body)
     assert len(marks) == MAX_BREAKPOINTS
     assert "messages[1].content[0]" not in marks  # the thinking block
@@ -138,33 +139,33 @@ def test_cache_breakpoints_never_exceed_four_and_skip_thinking_blocks() -> None:
 
 def test_cache_off_and_one_hour_ttl() -> None:
     request = ModelRequest(messages=tool_turns(), tools=TOOLS)
-    off = build_body(request, model="m", options=WireOptions(max_tokens=10, cache=False), stream=False)
+    off = anthropic_body(request, model="m", options=AnthropicWireOptions(max_tokens=10, cache=False), stream=False)
     assert breakpoints(off) == []
-    hour = build_body(request, model="m", options=WireOptions(max_tokens=10, cache_ttl="1h"), stream=False)
+    hour = anthropic_body(request, model="m", options=AnthropicWireOptions(max_tokens=10, cache_ttl="1h"), stream=False)
     assert hour["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
 
 
 def test_cached_tools_payload_is_not_mutated_by_breakpoints() -> None:
-    from tinyagents_nb.harness.providers._anthropic_wire import tools_payload
-
-    cached = tools_payload(TOOLS)
-    build_body(ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False, tools=cached)
+    cached = anthropic_tools(TOOLS)
+    anthropic_body(
+        ModelRequest(messages=tool_turns(), tools=TOOLS), model="m", options=OPTS, stream=False, tools=cached
+    )
     assert "cache_control" not in json.dumps(cached)
 
 
 def test_thinking_settings_relax_tool_choice_and_drop_temperature() -> None:
-    options = WireOptions(max_tokens=2000, thinking_budget=4000)
+    options = AnthropicWireOptions(max_tokens=2000, thinking_budget=4000)
     request = ModelRequest(messages=[UserMessage(text="q")], tools=TOOLS, tool_choice="weather", temperature=0.2)
-    body = build_body(request, model="m", options=options, stream=True)
+    body = anthropic_body(request, model="m", options=options, stream=True)
     assert body["thinking"] == {"type": "enabled", "budget_tokens": 4000}
     assert body["max_tokens"] > 4000
     assert body["tool_choice"] == {"type": "auto"}
     assert "temperature" not in body
     assert body["stream"] is True
-    plain = build_body(request, model="m", options=OPTS, stream=False)
+    plain = anthropic_body(request, model="m", options=OPTS, stream=False)
     assert plain["tool_choice"] == {"type": "tool", "name": "weather"}
     assert plain["temperature"] == 0.2
-    required = build_body(
+    required = anthropic_body(
         ModelRequest(messages=[UserMessage(text="q")], tools=TOOLS, tool_choice="required"),
         model="m",
         options=OPTS,
@@ -176,19 +177,25 @@ def test_thinking_settings_relax_tool_choice_and_drop_temperature() -> None:
 def test_native_json_output_only_where_the_model_supports_it() -> None:
     fmt = ResponseFormat(type="json_schema", name="answer", schema={"type": "object"})
     request = ModelRequest(messages=[UserMessage(text="q")], response_format=fmt)
-    native = build_body(request, model="m", options=WireOptions(max_tokens=10, native_json=True), stream=False)
+    native = anthropic_body(
+        request, model="m", options=AnthropicWireOptions(max_tokens=10, native_json=True), stream=False
+    )
     assert native["output_config"] == {"format": {"type": "json_schema", "schema": {"type": "object"}}}
-    assert "output_config" not in build_body(request, model="m", options=OPTS, stream=False)
+    assert "output_config" not in anthropic_body(request, model="m", options=OPTS, stream=False)
 
 
 def test_settings_override_any_field() -> None:
     request = ModelRequest(messages=[UserMessage(text="q")], settings={"max_tokens": 7, "top_k": 3})
-    body = build_body(request, model="m", options=OPTS, stream=False)
+    body = anthropic_body(request, model="m", options=OPTS, stream=False)
     assert (body["max_tokens"], body["top_k"]) == (7, 3)
 
 
 def test_usage_counts_cache_reads_and_writes_inside_input() -> None:
-    got = usage_from(usage(10, 5, cache_write=300, cache_read=700, write_1h=100))
+    got = parse_anthropic_message(
+        message_body([], usage_raw=usage(10, 5, cache_write=300, cache_read=700, write_1h=100)),
+        model="m",
+        provider="anthropic",
+    ).usage
     assert (got.input_tokens, got.cached_input_tokens, got.cache_write_tokens, got.cache_write_1h_tokens) == (
         1010,
         700,
@@ -199,8 +206,12 @@ def test_usage_counts_cache_reads_and_writes_inside_input() -> None:
 
 
 def test_stop_reasons_map_to_the_harness_finish_reasons() -> None:
+    def finish(stop_reason: str | None) -> str | None:
+        body = message_body([{"type": "text", "text": "x"}]) | {"stop_reason": stop_reason}
+        return parse_anthropic_message(body, model="m", provider="anthropic").finish_reason
+
     assert [
-        finish_reason(r) for r in ("end_turn", "stop_sequence", "tool_use", "max_tokens", "refusal", "pause_turn", None)
+        finish(r) for r in ("end_turn", "stop_sequence", "tool_use", "max_tokens", "refusal", "pause_turn", None)
     ] == [
         "stop",
         "stop",
@@ -223,7 +234,7 @@ def test_unary_message_with_thinking_text_and_tools() -> None:
         ],
         stop_reason="tool_use",
     )
-    response = parse_message(body, model="m", provider="anthropic")
+    response = parse_anthropic_message(body, model="m", provider="anthropic")
     message = response.message
     assert message.text == "Looking it up."
     assert message.reasoning == "Let me see."
