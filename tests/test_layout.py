@@ -127,6 +127,11 @@ PRIVATE_IMPORTS_ALLOWED: dict[str, str] = {
         "tinyagents_nb.magics._budget",
     ),
     **_allow(
+        "headless detection and the record relay, driven without a kernel (tests/kernel/test_headless.py runs them for real)",
+        "tests/magics/test_headless.py",
+        "tinyagents_nb.magics._headless",
+    ),
+    **_allow(
         "the code the waiting-mode cell transformer generates, and the disabled stop button's text",
         "tests/magics/test_modes.py",
         "tinyagents_nb.magics._waiting",

@@ -134,9 +134,11 @@ def test_a_headless_record_says_what_was_decided_and_keeps_code_steps(tmp_path: 
     plain = gated[-1]["data"]["text/plain"]
     assert "✗ denied wipe (unattended: nobody can answer" in plain  # nobody could click: denied, and said so
     plain = rlm[-1]["data"]["text/plain"]
-    assert "step 1 (ok)\n  → 42" in plain
+    assert "step 1 (ok)\n```python\nprint(6 * 7)\n```\n  → 42" in plain  # the code, its output right after
     assert "answer: 42" in plain
-    assert "<details><summary>code · 1 line</summary>" in rlm[-1]["data"]["text/markdown"]
+    markdown = rlm[-1]["data"]["text/markdown"]
+    assert markdown.count("print(6 * 7)") == 1  # each code block once
+    assert markdown.index("print(6 * 7)") < markdown.index("42")
 
 
 def _background_cells(*middle: str) -> list[str]:
