@@ -120,7 +120,10 @@ def test_interrupting_an_awaiting_agent_wait_stops_the_wait_and_leaves_the_runs_
         return task.cancelled()
 
     assert asyncio.run(interrupted()) is False  # the cancel was taken as "stop waiting", not re-raised
-    assert _waited(capsys, "long") == ["long: [running]", "stopped waiting; still active: long (%agent stop all stops them)"]
+    assert _waited(capsys, "long") == [
+        "long: [running]",
+        "stopped waiting; still active: long (%agent stop all stops them)",
+    ]
     run = last_run(shell)
     assert run.status == "running"
     run.cancel()

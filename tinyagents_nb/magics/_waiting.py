@@ -252,7 +252,7 @@ def _statement_rows(lines: list[str]) -> set[int]:
     """Rows (0-based) holding a whole top-level statement that starts in column 0 with ``%``.
 
     Tokens, not text, so a ``%agent wait`` line inside a triple-quoted string or an open bracket
-    is left alone; a statement continued over several rows (a trailing ``\\``) is left alone too.
+    is left alone; a statement continued over several rows (ended by a backslash) is left alone too.
     """
     rows: set[int] = set()
     try:
