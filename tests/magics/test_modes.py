@@ -102,6 +102,9 @@ def test_an_awaiting_agent_wait_prints_what_the_blocking_one_prints(
     assert _waited(capsys, "long") == timed_out
     with pytest.raises(UsageError, match="--timeout needs a number of seconds > 0"):
         asyncio.run(magics.agent_wait_async("wait --timeout -1"))
+    assert (
+        len(asyncio.run(magics.agent_wait_async("runs"))) == 2
+    )  # another command (only a direct call sends one) runs as usual
     session.find_run("long").cancel()
 
 
