@@ -132,7 +132,8 @@ PRIVATE_IMPORTS_ALLOWED: dict[str, str] = {
         "tinyagents_nb.magics._headless",
     ),
     **_allow(
-        "the code the waiting-mode cell transformer generates, and the disabled stop button's text",
+        "the code the ipykernel-7 transformers generate (waiting %%agent cells, %agent wait lines) "
+        "and which lines they leave alone, and the disabled stop button's text",
         "tests/magics/test_modes.py",
         "tinyagents_nb.magics._waiting",
     ),

@@ -156,6 +156,38 @@ def test_interrupt_while_idle_cancels_background_runs(ready: KernelHarness) -> N
     assert ready.execute("1 + 1").status == "ok"  # the kernel itself was not disturbed
 
 
+def test_stop_click_reaches_a_background_run_while_agent_wait_waits(ready: KernelHarness) -> None:
+    started = LiveCell(ready, "%%agent --model slow --background --name bgw\nA story to wait for")
+    assert started.pump(lambda c: c.idle and _streaming(c))
+    stop = started.widget("ButtonModel", description="Stop")
+    waiting = LiveCell(ready, "%agent wait")
+    waiting.pump(lambda c: c.idle, timeout=1.0)  # give the kernel time to start executing it
+    assert not waiting.idle, "%agent wait ended before the click"
+    clicked = time.monotonic()
+    ready.click(stop)
+    result = waiting.finish()
+    waited = time.monotonic() - clicked
+    assert result.status == "ok", result.error
+    assert waited < 10, f"%agent wait heard the click only after {waited:.1f} s on ipykernel {ready.version}"
+    assert result.stdout.startswith("bgw: [cancelled (stop button) · "), result.stdout
+    assert ready.value("bgw.outcome.error.reason") == "stop button"
+
+
+def test_kernel_interrupt_stops_agent_wait_and_leaves_the_run_going(ready: KernelHarness) -> None:
+    started = LiveCell(ready, "%%agent --model slow --background --name bgi\nA story to stop waiting for")
+    assert started.pump(lambda c: c.idle and _streaming(c))
+    waiting = LiveCell(ready, "%agent wait")
+    waiting.pump(lambda c: c.idle, timeout=1.0)
+    assert not waiting.idle
+    ready.interrupt()
+    result = waiting.finish()
+    assert result.status == "ok", result.error
+    assert result.stdout == "bgi: [running]\nstopped waiting; still active: bgi (%agent stop all stops them)\n"
+    assert ready.value("bgi.status") == "running"
+    ready.execute("bgi.cancel('test over')")
+    assert ready.value("(await bgi.wait()).status") == "cancelled"
+
+
 def test_a_wait_that_cannot_hear_clicks_says_press_stop(ready: KernelHarness) -> None:
     # the magic called from code is a plain synchronous wait: ipykernel 6 pumps it, 7 cannot hear clicks there
     cell = LiveCell(ready, "get_ipython().run_cell_magic('agent', '--model slow --name w4', 'From code')")

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from IPython.core.error import UsageError
 
-from tinyagents_nb.harness import Tool
+from tinyagents_nb.harness import AgentRun, Tool
 from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
@@ -29,9 +30,9 @@ from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._offline import OFFLINE_MODEL
 from ._session import NotebookSession
-from ._waiting import sync_delivery, wait_runs
+from ._waiting import WaitOutcome, sync_delivery, wait_runs, wait_runs_async
 
-__all__ = ["COMMANDS", "run_command"]
+__all__ = ["COMMANDS", "run_command", "wait_command_async"]
 
 
 def _no_args(name: str, args: list[str]) -> None:
@@ -90,8 +91,8 @@ def _stop(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     print(f"stopping {', '.join(r.label for r in runs)}")
 
 
-def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
-    """``%agent wait [RUN|all] [--timeout S]``: a notebook waits for its background runs before it goes on (or ends)."""
+def _wait_plan(session: NotebookSession, args: list[str]) -> tuple[list[NotebookRun], float | None]:
+    """``%agent wait``'s arguments: the runs to wait for and the timeout (no run: it says so and there is nothing to do)."""
     timeout_s, rest = None, list(args)
     if "--timeout" in rest:
         at = rest.index("--timeout")
@@ -112,9 +113,14 @@ def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
             raise UsageError(f"cannot wait for run {runs[0].label}: it was never started")
     if not runs:
         print("no active run to wait for")
-        return
-    futures = [r.future for r in runs if r.future is not None]
-    outcome = wait_runs(futures, timeout_s=timeout_s, delivery=sync_delivery(host.shell))
+    return runs, timeout_s
+
+
+def _futures(runs: list[NotebookRun]) -> list[Future[AgentRun]]:
+    return [r.future for r in runs if r.future is not None]
+
+
+def _wait_report(runs: list[NotebookRun], outcome: WaitOutcome, timeout_s: float | None) -> None:
     for run in runs:
         print(f"{run.label}: {summary_line(run) if run.done else '[' + run.status + ']'}")
     still = [r.label for r in runs if not r.done]
@@ -122,6 +128,22 @@ def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
         print(f"stopped waiting; still active: {', '.join(still)} (%agent stop all stops them)")
     elif outcome == "timeout":
         print(f"stopped waiting after {timeout_s:g} s; still active: {', '.join(still)}")
+
+
+def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
+    """``%agent wait [RUN|all] [--timeout S]``: a notebook waits for its background runs before it goes on (or ends)."""
+    runs, timeout_s = _wait_plan(session, args)
+    if runs:
+        outcome = wait_runs(_futures(runs), timeout_s=timeout_s, delivery=sync_delivery(host.shell))
+        _wait_report(runs, outcome, timeout_s)
+
+
+async def wait_command_async(host: CommandHost, args: list[str]) -> None:
+    """``%agent wait`` awaiting on the kernel's loop (ipykernel 7.x): the runs' buttons work meanwhile."""
+    runs, timeout_s = _wait_plan(host.session, args)
+    if runs:
+        outcome = await wait_runs_async(_futures(runs), timeout_s=timeout_s)
+        _wait_report(runs, outcome, timeout_s)
 
 
 def _pause(host: CommandHost, session: NotebookSession, args: list[str]) -> None:

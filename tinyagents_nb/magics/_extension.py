@@ -1,8 +1,8 @@
 """``load_ipython_extension`` / ``unload_ipython_extension``: what ``%load_ext tinyagents_nb`` runs.
 
 Besides the magics it wires two kernel hooks (see ``_waiting`` and ``_interrupt``): on ipykernel
-7.x an input transformer makes waiting ``%%agent`` cells awaiting ones, so the dashboard's buttons
-work while they wait; and ■ on an idle kernel cancels background runs.
+7.x input transformers make waiting ``%%agent`` cells and ``%agent wait`` lines awaiting ones, so
+the dashboards' buttons work while they wait; and ■ on an idle kernel cancels background runs.
 """
 
 from __future__ import annotations
@@ -12,11 +12,11 @@ from typing import Any
 from ._interrupt import install_idle_interrupt, uninstall_idle_interrupt
 from ._magics import AgentMagics
 from ._session import _replace_session, get_session
-from ._waiting import agent_cell_transformer, kernel_major
+from ._waiting import agent_cell_transformer, agent_wait_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
 
-_TRANSFORMERS: dict[int, Any] = {}  # id(shell) -> the transformer we added
+_TRANSFORMERS: dict[int, list[Any]] = {}  # id(shell) -> the transformers we added
 
 
 def load_ipython_extension(ipython: Any) -> None:
@@ -28,9 +28,9 @@ def load_ipython_extension(ipython: Any) -> None:
     ipython.events.register("pre_run_cell", magics.pre_run_cell)
     ipython.events.register("post_run_cell", magics.post_run_cell)
     if (kernel_major(ipython) or 0) >= 7:
-        transform = agent_cell_transformer(magics.waits)
-        ipython.input_transformers_cleanup.append(transform)
-        _TRANSFORMERS[id(ipython)] = transform
+        transforms = [agent_cell_transformer(magics.waits), agent_wait_transformer()]
+        ipython.input_transformers_cleanup.extend(transforms)
+        _TRANSFORMERS[id(ipython)] = transforms
     install_idle_interrupt(ipython, get_session)
 
 
@@ -51,9 +51,9 @@ def unload_ipython_extension(ipython: Any) -> None:
             ipython.events.unregister(event, hook)
         except ValueError:  # already gone
             pass
-    transform = _TRANSFORMERS.pop(id(ipython), None)
-    if transform is not None and transform in ipython.input_transformers_cleanup:
-        ipython.input_transformers_cleanup.remove(transform)
+    for transform in _TRANSFORMERS.pop(id(ipython), []):
+        if transform in ipython.input_transformers_cleanup:
+            ipython.input_transformers_cleanup.remove(transform)
     uninstall_idle_interrupt(ipython)
     if magics in ipython.configurables:
         ipython.configurables.remove(magics)

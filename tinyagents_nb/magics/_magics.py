@@ -38,7 +38,7 @@ from tinyagents_nb.harness import TinyAgentsError
 from tinyagents_nb.widgets import RunDashboard
 
 from ._budget import frontend_can_answer
-from ._commands import COMMANDS, run_command
+from ._commands import COMMANDS, run_command, wait_command_async
 from ._handle import NotebookRun, RunMode
 from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless
 from ._interpolate import InterpolationError, interpolate
@@ -355,6 +355,17 @@ class AgentMagics(magic.Magics):
             return run_command(self, args.command, list(args.args))
         except (TinyAgentsError, LookupError) as exc:
             raise usage_error(exc) from None
+
+    async def agent_wait_async(self, line: str) -> Any:
+        """``%agent wait …`` as an awaiting statement (ipykernel 7.x): the runs' buttons work while it waits."""
+        args = _parse(self.agent_line, line)
+        try:
+            if args.command != "wait":  # the transformer only sends wait lines; anything else runs as usual
+                return run_command(self, args.command, list(args.args))
+            await wait_command_async(self, list(args.args))
+        except (TinyAgentsError, LookupError) as exc:
+            raise usage_error(exc) from None
+        return None
 
 
 def _starter(magics: AgentMagics, session: NotebookSession, args: argparse.Namespace) -> Callable[..., NotebookRun]:

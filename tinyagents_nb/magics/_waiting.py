@@ -8,6 +8,8 @@ docs/jupyter/execution-modes.md), no single remedy covers both ipykernel majors:
   transformer (``agent_cell_transformer``) turns a waiting ``%%agent`` cell into
   ``await magics.agent_cell_async(line, body)``, so the kernel runs it as a top-level-await cell.
   ■ cancels that coroutine; it catches the cancel, stops the run cooperatively and waits for its end.
+  Another (``agent_wait_transformer``) does the same for each top-level ``%agent wait …`` line of a
+  cell; there ■ only stops the wait (that cell did not start the runs).
 - **ipykernel 6.x** never interleaves messages with an execute request, even an awaiting one, so
   the waiting (synchronous) cell pumps the kernel itself: ``jupyter_ui_poll`` runs the kernel's
   ``do_one_iteration`` (comm messages are handled; execute requests from Run All are deferred and
@@ -22,9 +24,12 @@ import asyncio
 import shlex
 import sys
 import time
+import tokenize
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
 from typing import Any, Literal
+
+from IPython.core.inputtransformer2 import make_tokens_by_line
 
 from tinyagents_nb.harness import AgentRun
 
@@ -33,15 +38,20 @@ from ._handle import NotebookRun
 __all__ = [
     "UNREACHABLE",
     "Delivery",
+    "WaitOutcome",
     "agent_cell_transformer",
+    "agent_wait_transformer",
     "kernel_major",
     "sync_delivery",
     "wait_async",
     "wait_runs",
+    "wait_runs_async",
     "wait_sync",
 ]
 
 Delivery = Literal["async", "pump", "none"]
+WaitOutcome = Literal["ended", "timeout", "interrupted"]
+"""How ``%agent wait`` ended: every run ended, its ``--timeout`` passed, or ■ stopped the wait."""
 UNREACHABLE = "press ■ (interrupt the kernel) to stop this run"
 """What the dashboard says instead of live buttons when clicks cannot reach a waiting cell."""
 
@@ -106,16 +116,14 @@ def _wait_loop(
         return True
 
 
-def wait_runs(
-    futures: Sequence[Future[AgentRun]], *, timeout_s: float | None, delivery: Delivery
-) -> Literal["ended", "timeout", "interrupted"]:
+def wait_runs(futures: Sequence[Future[AgentRun]], *, timeout_s: float | None, delivery: Delivery) -> WaitOutcome:
     """Block until every future resolved (``%agent wait``), pumping the kernel when ``delivery == "pump"``.
 
     ■ stops the wait and leaves the runs going: unlike a waiting cell, this cell did not start them.
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
-    def waited(pump: Callable[[], object] | None) -> Literal["ended", "timeout", "interrupted"]:
+    def waited(pump: Callable[[], object] | None) -> WaitOutcome:
         try:
             while True:
                 if pump is not None:
@@ -159,6 +167,39 @@ async def wait_async(run: NotebookRun, future: Future[AgentRun], *, say: Callabl
     return True
 
 
+async def wait_runs_async(futures: Sequence[Future[AgentRun]], *, timeout_s: float | None) -> WaitOutcome:
+    """``wait_runs`` awaiting on the kernel's loop (ipykernel 7.x), so the runs' buttons keep working.
+
+    ■ (the cell's task cancelled) stops the wait and leaves the runs going. The futures are never
+    cancelled here: cancelling a wrapper would cancel the run behind it.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout_s is None else loop.time() + timeout_s
+    waiting = [asyncio.wrap_future(future) for future in futures]
+    try:
+        while pending := [done for done in waiting if not done.done()]:
+            left = _TICK_S if deadline is None else min(_TICK_S, deadline - loop.time())
+            if left <= 0:
+                return "timeout"
+            await asyncio.wait(pending, timeout=left)  # woken each tick: see wait_async
+        return "ended"
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None:
+            task.uncancel()
+        return "interrupted"
+    except KeyboardInterrupt:  # SIGINT landing in this frame rather than as a cancel
+        return "interrupted"
+    finally:
+        for done in waiting:  # a run's own failure is in its record, not an unretrieved-exception warning
+            done.add_done_callback(_retrieve)
+
+
+def _retrieve(done: asyncio.Future[AgentRun]) -> None:
+    if not done.cancelled():
+        done.exception()
+
+
 def _waiting_agent_line(first: str, decide: Callable[[list[str]], bool]) -> str | None:
     """The magic line when ``first`` opens a ``%%agent`` cell that waits, else ``None``."""
     stripped = first.strip()
@@ -192,5 +233,66 @@ def agent_cell_transformer(decide: Callable[[list[str]], bool]) -> Callable[[lis
             f".agent_cell_async(get_ipython().var_expand({line!r}), {body!r})\n"
         )
         return [code]
+
+    return transform
+
+
+def _is_wait_line(line: str) -> bool:
+    """Whether ``line`` is ``%agent wait …`` (the command's own word, before any ``{name}`` expansion)."""
+    if not line.startswith(("%agent ", "%agent\t")):
+        return False
+    try:
+        argv = shlex.split(line[len("%agent") :])
+    except ValueError:
+        return False  # the magic reports the bad line itself
+    return bool(argv) and argv[0] == "wait"
+
+
+def _statement_rows(lines: list[str]) -> set[int]:
+    """Rows (0-based) holding a whole top-level statement that starts in column 0 with ``%``.
+
+    Tokens, not text, so a ``%agent wait`` line inside a triple-quoted string or an open bracket
+    is left alone; a statement continued over several rows (ended by a backslash) is left alone too.
+    """
+    rows: set[int] = set()
+    try:
+        logical = make_tokens_by_line(lines)
+    except (tokenize.TokenError, SyntaxError, ValueError):
+        return rows
+    skipped = (tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+    for tokens in logical:
+        significant = [token for token in tokens if token.type not in skipped]
+        if not significant or significant[0].string != "%" or significant[0].start[1] != 0:
+            continue
+        row = significant[0].start[0]
+        if all(token.start[0] == row for token in significant):
+            rows.add(row - 1)
+    return rows
+
+
+def agent_wait_transformer() -> Callable[[list[str]], list[str]]:
+    """An IPython cleanup transformer: each top-level ``%agent wait …`` line becomes an awaiting statement.
+
+    Any other line, an indented one (inside a block, where ``await`` may not be allowed) and every
+    cell magic's body are left to IPython, so they keep the synchronous path.
+    """
+
+    def transform(lines: list[str]) -> list[str]:
+        if not lines or lines[0].startswith("%%"):
+            return lines
+        candidates = [row for row, line in enumerate(lines) if _is_wait_line(line)]
+        if not candidates:
+            return lines
+        rows = _statement_rows(lines)
+        out = list(lines)
+        for row in candidates:
+            if row in rows:
+                line = lines[row].rstrip("\r\n")[len("%agent") :].strip()
+                # ``{name}`` and ``$name`` expand as IPython's run_line_magic would expand them.
+                out[row] = (
+                    f'await get_ipython().magics_manager.registry["AgentMagics"]'
+                    f".agent_wait_async(get_ipython().var_expand({line!r}))\n"
+                )
+        return out
 
     return transform
