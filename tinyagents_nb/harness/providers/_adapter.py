@@ -61,6 +61,19 @@ class HTTPAdapter:
         self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
         self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
 
+    # ----------------------------------------------------------------------------------- identity
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    @property
+    def provider(self) -> str:
+        return self._spec.name
+
+    @property
+    def base_url(self) -> str:
+        return self._spec.base_url
+
     # ----------------------------------------------------------------------------------- client lifecycle
     async def _http(self) -> httpx.AsyncClient:
         """The supplied client, else this model's client for the running loop.

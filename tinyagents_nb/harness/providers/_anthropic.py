@@ -160,18 +160,6 @@ class AnthropicModel(HTTPAdapter):
 
     # ----------------------------------------------------------------------------------- identity
     @property
-    def model_name(self) -> str:
-        return self._model
-
-    @property
-    def provider(self) -> str:
-        return self._spec.name
-
-    @property
-    def base_url(self) -> str:
-        return self._spec.base_url
-
-    @property
     def profile(self) -> ModelProfile:
         return self._profile
 

@@ -146,21 +146,9 @@ class OpenAIChatModel(HTTPAdapter):
 
     # ----------------------------------------------------------------------------------- identity
     @property
-    def model_name(self) -> str:
-        return self._model
-
-    @property
-    def provider(self) -> str:
-        return self._spec.name
-
-    @property
     def spec(self) -> ProviderSpec:
         """The provider spec in use (with ``base_url`` overridden when one was given)."""
         return self._spec
-
-    @property
-    def base_url(self) -> str:
-        return self._spec.base_url
 
     @property
     def profile(self) -> ModelProfile:
