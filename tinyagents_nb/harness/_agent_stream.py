@@ -22,9 +22,9 @@ from ._sink import EventSubscription
 from ._steering import InjectMessage, Pause, Redirect, Resume, SteeringCommand, SteeringReceipt
 from ._stream import StreamChunk, iter_chunks, run_tree_filter, stream_modes
 
-__all__ = ["AgentStream", "TERMINAL_KINDS"]
+__all__ = ["AgentStream"]
 
-TERMINAL_KINDS = frozenset({"run.completed", "run.failed", "run.cancelled"})
+_TERMINAL = frozenset({"run.completed", "run.failed", "run.cancelled"})
 
 
 class AgentStream(AsyncIterator[AgentEvent]):
@@ -59,13 +59,17 @@ class AgentStream(AsyncIterator[AgentEvent]):
         # Subscribed on first iteration, catching up from the sink's retained history since the
         # start: a run that is only started (e.g. by a dashboard) buffers nothing.
         if self._events is None:
-            run_id = self.run_id
-            self._events = self.context.events.subscribe(
-                since=self._since,
-                until=lambda e: e.run_id == run_id and e.kind in TERMINAL_KINDS,
-                where=run_tree_filter(self.context),
-            )
+            self._events = self._subscribe()
         return self._events
+
+    def _subscribe(self) -> EventSubscription:
+        """A new view of this run tree's events since the start, ending with the run's terminal event."""
+        run_id = self.run_id
+        return self.context.events.subscribe(
+            since=self._since,
+            until=lambda e: e.run_id == run_id and e.kind in _TERMINAL,
+            where=run_tree_filter(self.context),
+        )
 
     def __aiter__(self) -> AgentStream:
         return self
@@ -108,14 +112,8 @@ class AgentStream(AsyncIterator[AgentEvent]):
         """
         chosen = stream_modes(modes)
         self.start()
-        run_id = self.run_id
-        events = self.context.events.subscribe(
-            since=self._since,
-            until=lambda e: e.run_id == run_id and e.kind in TERMINAL_KINDS,
-            where=run_tree_filter(self.context),
-        )
         ctx = self.context
-        return iter_chunks(events, chosen, self.wait, parent_run_id=ctx.parent_run_id, depth=ctx.depth)
+        return iter_chunks(self._subscribe(), chosen, self.wait, parent_run_id=ctx.parent_run_id, depth=ctx.depth)
 
     @property
     def done(self) -> bool:
