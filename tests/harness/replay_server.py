@@ -22,6 +22,9 @@ from typing import Any
 
 import pytest
 
+from tinyagents_nb.harness import ModelRequest, TinyAgentsError
+from tinyagents_nb.harness.models import ModelStreamItem
+
 __all__ = [
     "RecordedRequest",
     "ReplayServer",
@@ -473,3 +476,23 @@ def embeddings_body(
     if prompt_tokens is not None:
         body["usage"] = {"prompt_tokens": prompt_tokens, "total_tokens": prompt_tokens}
     return body
+
+
+async def drain(
+    model: Any, request: ModelRequest, *, close: bool = True
+) -> tuple[list[ModelStreamItem], TinyAgentsError | None]:
+    """What ``model.stream(request)`` yields, and the typed error that ended it (``None``: it ended well).
+
+    ``close`` releases the model's HTTP clients afterwards; a test that streams again on the same
+    model in the same loop keeps them open.
+    """
+    items: list[ModelStreamItem] = []
+    try:
+        async for item in model.stream(request):
+            items.append(item)
+    except TinyAgentsError as exc:
+        return items, exc
+    finally:
+        if close:
+            await model.aclose()
+    return items, None

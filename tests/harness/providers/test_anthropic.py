@@ -21,7 +21,7 @@ from tests.harness.anthropic_samples import (
     tool_block,
     usage,
 )
-from tests.harness.replay_server import ReplayServer
+from tests.harness.replay_server import ReplayServer, drain
 from tinyagents_nb.harness import (
     AnthropicModel,
     ConfigurationError,
@@ -32,7 +32,6 @@ from tinyagents_nb.harness import (
     TextDelta,
     ThinkingBlock,
     ThinkingDelta,
-    TinyAgentsError,
     ToolCall,
     ToolCallDelta,
     ToolSchema,
@@ -54,18 +53,6 @@ def make(server: ReplayServer, model: str = "claude-sonnet-4-5", **kwargs: Any) 
 
 def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
     return ModelRequest(messages=[UserMessage(text=text)], **kwargs)
-
-
-async def drain(model: AnthropicModel, request: ModelRequest) -> tuple[list[ModelStreamItem], BaseException | None]:
-    items: list[ModelStreamItem] = []
-    try:
-        async for item in model.stream(request):
-            items.append(item)
-    except TinyAgentsError as exc:
-        return items, exc
-    finally:
-        await model.aclose()
-    return items, None
 
 
 def fold(items: list[ModelStreamItem]) -> Any:

@@ -16,6 +16,7 @@ from tests.harness.replay_server import (
     ReplayServer,
     chat_completion,
     chunk,
+    drain,
     error_body,
     sse_done,
     sse_text_chunks,
@@ -35,7 +36,6 @@ from tinyagents_nb.harness import (
     SystemMessage,
     TextDelta,
     ThinkingDelta,
-    TinyAgentsError,
     ToolCall,
     ToolCallDelta,
     ToolMessage,
@@ -60,16 +60,6 @@ def make(server: ReplayServer, **kwargs: Any) -> OpenAIChatModel:
 
 def ask(text: str = "hi", **kwargs: Any) -> ModelRequest:
     return ModelRequest(messages=[UserMessage(text=text)], **kwargs)
-
-
-async def drain(model: OpenAIChatModel, request: ModelRequest) -> tuple[list[ModelStreamItem], BaseException | None]:
-    items: list[ModelStreamItem] = []
-    try:
-        async for item in model.stream(request):
-            items.append(item)
-    except TinyAgentsError as exc:
-        return items, exc
-    return items, None
 
 
 def texts(items: Sequence[ModelStreamItem]) -> list[str]:
@@ -148,7 +138,7 @@ async def test_stream_text_with_include_usage_chunk(replay_server: ReplayServer)
     usage = usage_body(61, 16, cached=32, reasoning=4)
     replay_server.enqueue(200, sse_text_chunks(["Hel", "lo", " world"], usage=usage))
     async with make(replay_server) as model:
-        items, error = await drain(model, ask())
+        items, error = await drain(model, ask(), close=False)
     assert error is None
     assert texts(items) == ["Hel", "lo", " world"]
     assert items[-2:] == [
@@ -167,7 +157,7 @@ async def test_stream_two_parallel_tool_calls_interleaved_by_index(replay_server
     ]
     replay_server.enqueue(200, sse_tool_call_chunks(calls, interleave=True, usage=usage_body(80, 24)))
     async with make(replay_server) as model:
-        items, error = await drain(model, ask())
+        items, error = await drain(model, ask(), close=False)
     assert error is None
     deltas = [item for item in items if isinstance(item, ToolCallDelta)]
     assert [d.index for d in deltas] == [0, 1, 0, 1, 0, 1, 0, 1]  # openers, then alternating fragments
@@ -192,7 +182,7 @@ async def test_stream_ollama_style_reused_index_starts_a_new_call(replay_server:
     stream = [call("c1", "a", '{"x": 1}'), call("c2", "b", '{"y": 2}'), chunk(None, finish_reason="tool_calls")]
     replay_server.enqueue(200, [*stream, sse_done()])
     async with make(replay_server) as model:
-        items, error = await drain(model, ask())
+        items, error = await drain(model, ask(), close=False)
     assert error is None
     acc = StreamAccumulator()
     for item in items:
@@ -220,7 +210,7 @@ async def test_stream_reasoning_content_and_robust_framing(replay_server: Replay
         chunk_delay_s=0.01,
     )
     async with make(replay_server) as model:
-        items, error = await drain(model, ask())
+        items, error = await drain(model, ask(), close=False)
     assert error is None
     assert items[0] == ThinkingDelta(text="hmm")
     assert texts(items) == ["yes", "!"]
@@ -237,7 +227,7 @@ async def test_stream_cut_mid_message_keeps_deltas_then_raises(replay_server: Re
     replay_server.enqueue(200, chunks[:3], chunked=False)  # clean EOF without finish or [DONE]
     async with make(replay_server) as model:
         for _ in range(2):
-            items, error = await drain(model, ask())
+            items, error = await drain(model, ask(), close=False)
             assert texts(items) == ["a", "b"]
             assert not any(isinstance(item, StreamFinish) for item in items)
             assert isinstance(error, ProviderError)
@@ -249,7 +239,7 @@ async def test_stream_cut_after_finish_only_loses_usage(replay_server: ReplaySer
     chunks = sse_text_chunks(["done"], usage=usage_body(5, 3))
     replay_server.enqueue(200, chunks, drop_after=3)  # role, text, finish; usage and [DONE] lost
     async with make(replay_server) as model:
-        items, error = await drain(model, ask())
+        items, error = await drain(model, ask(), close=False)
     assert error is None
     assert texts(items) == ["done"]
     assert not any(isinstance(item, StreamUsage) for item in items)
@@ -259,7 +249,7 @@ async def test_stream_cut_after_finish_only_loses_usage(replay_server: ReplaySer
 async def test_stream_malformed_chunk(replay_server: ReplayServer) -> None:
     replay_server.enqueue(200, [json_line(chunk({"content": "partial"})), "data: {not json\n\n", sse_done()])
     async with make(replay_server) as model:
-        items, error = await drain(model, ask())
+        items, error = await drain(model, ask(), close=False)
     assert texts(items) == ["partial"]
     assert isinstance(error, ProviderError)
     assert (error.code, error.retryable) == ("malformed_stream", True)
@@ -278,9 +268,9 @@ async def test_stream_error_events_are_mapped(replay_server: ReplayServer) -> No
     for payload in (server_error, too_long, bad):
         replay_server.enqueue(200, [json_line(chunk({"content": "x"})), json_line(payload), sse_done()])
     async with make(replay_server) as model:
-        first = await drain(model, ask())
-        second = await drain(model, ask())
-        third = await drain(model, ask())
+        first = await drain(model, ask(), close=False)
+        second = await drain(model, ask(), close=False)
+        third = await drain(model, ask(), close=False)
     assert texts(first[0]) == ["x"]
     assert isinstance(first[1], ProviderError)
     assert (first[1].retryable, first[1].code) == (True, "server_error")
@@ -297,7 +287,7 @@ async def test_stream_http_error_before_body(replay_server: ReplayServer) -> Non
         headers={"retry-after-ms": "40"},
     )
     async with make(replay_server) as model:
-        items, error = await drain(model, ask())
+        items, error = await drain(model, ask(), close=False)
     assert items == []
     assert isinstance(error, ProviderError)
     assert (error.status, error.retryable, error.retry_after_s) == (429, True, 0.04)
@@ -471,7 +461,7 @@ async def test_timeouts(replay_server: ReplayServer) -> None:
     async with make(replay_server, timeout_s=0.1) as model:
         with pytest.raises(ProviderError) as unary:
             await model.invoke(ask())
-        _items, error = await drain(model, ask())
+        _items, error = await drain(model, ask(), close=False)
     assert (unary.value.code, unary.value.retryable) == ("timeout", True)
     assert isinstance(error, ProviderError)
     assert error.retryable is True

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from tests.harness.anthropic_samples import event, message_start, rechunk, stream, text_block, usage
-from tests.harness.replay_server import ReplayServer, chunk, sse_done, sse_text_chunks
+from tests.harness.replay_server import ReplayServer, chunk, drain, sse_done, sse_text_chunks
 from tinyagents_nb.harness import (
     AgentHarness,
     AnthropicModel,
@@ -24,11 +24,9 @@ from tinyagents_nb.harness import (
     RetryPolicy,
     RunContext,
     RunPolicy,
-    TinyAgentsError,
     UserMessage,
     event_to_dict,
 )
-from tinyagents_nb.harness.models import ModelStreamItem
 from tinyagents_nb.harness.providers import OpenAIChatModel
 from tinyagents_nb.harness.testkit import EventRecorder
 
@@ -41,18 +39,6 @@ FAST = RetryPolicy(max_attempts=3, initial_backoff_s=0.001, max_backoff_s=0.002,
 
 def ask() -> ModelRequest:
     return ModelRequest(messages=[UserMessage(text="hi")])
-
-
-async def drain(model: Any) -> tuple[list[ModelStreamItem], TinyAgentsError | None]:
-    items: list[ModelStreamItem] = []
-    try:
-        async for item in model.stream(ask()):
-            items.append(item)
-    except TinyAgentsError as exc:
-        return items, exc
-    finally:
-        await model.aclose()
-    return items, None
 
 
 def assert_no_key(key: str, *objs: object) -> None:
@@ -89,7 +75,7 @@ async def test_anthropic_in_stream_errors_get_their_http_status(
     replay_server: ReplayServer, kind: str, status: int, retryable: bool
 ) -> None:
     replay_server.enqueue(200, failing_stream(kind, f"went wrong (key {ANT_KEY})"))
-    _, error = await drain(anthropic(replay_server))
+    _, error = await drain(anthropic(replay_server), ask())
     assert isinstance(error, ProviderError)
     assert (error.status, error.retryable, error.code) == (status, retryable, kind)
     assert f"as HTTP {status}" in str(error)
@@ -101,7 +87,7 @@ async def test_anthropic_in_stream_errors_get_their_http_status(
 
 async def test_anthropic_in_stream_not_found_naming_the_model_is_model_not_found(replay_server: ReplayServer) -> None:
     replay_server.enqueue(200, failing_stream("not_found_error", "model: claude-sonnet-4-5-20250929"))
-    _, error = await drain(anthropic(replay_server))
+    _, error = await drain(anthropic(replay_server), ask())
     assert isinstance(error, ModelNotFound)
 
 
@@ -109,7 +95,7 @@ async def test_anthropic_in_stream_prompt_too_long_is_a_context_limit_error(repl
     replay_server.enqueue(
         200, failing_stream("invalid_request_error", "prompt is too long: 213462 tokens > 200000 maximum")
     )
-    _, error = await drain(anthropic(replay_server))
+    _, error = await drain(anthropic(replay_server), ask())
     assert isinstance(error, ContextLimitError)
     assert (error.estimated_tokens, error.limit_tokens) == (213462, 200000)
 
@@ -188,7 +174,7 @@ async def test_openai_in_stream_errors_get_the_status_their_code_or_type_implies
     replay_server: ReplayServer, error: dict[str, Any], status: int | None, retryable: bool
 ) -> None:
     replay_server.enqueue(200, error_chunks(error))
-    items, raised = await drain(openai(replay_server))
+    items, raised = await drain(openai(replay_server), ask())
     assert items  # the text before the error is kept
     assert isinstance(raised, ProviderError)
     assert (raised.status, raised.retryable) == (status, retryable)
