@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar
 
 from ._errors import ConfigurationError
+from ._holds import Holds
 from ._ids import CallId, RunId
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class Usage:
         cache_write_tokens: The part of ``input_tokens`` written to a prompt cache.
         cache_write_1h_tokens: The part of ``cache_write_tokens`` written with a one-hour lifetime
             (Anthropic bills those at twice the input price, five-minute writes at 1.25x).
+        estimated: The counts are the harness's estimate, not the provider's report (a stream that
+            sent no usage, a call cut short by Stop); a sum is estimated when any part is.
 
     Raises:
         ConfigurationError: A count is negative or not an int, or a part exceeds its total.
@@ -68,6 +71,7 @@ class Usage:
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
     cache_write_1h_tokens: int = 0
+    estimated: bool = False
 
     def __post_init__(self) -> None:
         # One fused check on the hot path (`__add__` runs per model call); the OR of ints is
@@ -136,6 +140,7 @@ class Usage:
         _set(total, "reasoning_tokens", self.reasoning_tokens + other.reasoning_tokens)
         _set(total, "cache_write_tokens", self.cache_write_tokens + other.cache_write_tokens)
         _set(total, "cache_write_1h_tokens", self.cache_write_1h_tokens + other.cache_write_1h_tokens)
+        _set(total, "estimated", self.estimated or other.estimated)
         return total
 
     def __radd__(self, other: int) -> Usage:
@@ -145,8 +150,11 @@ class Usage:
         return NotImplemented
 
     def to_dict(self) -> dict[str, int]:
-        """The counts as a plain dict; ``Usage(**u.to_dict()) == u``."""
-        return {name: getattr(self, name) for name in _TOKEN_FIELDS}
+        """The counts as a plain dict (with ``estimated`` when set); ``Usage(**u.to_dict()) == u``."""
+        counts = {name: getattr(self, name) for name in _TOKEN_FIELDS}
+        if self.estimated:
+            counts["estimated"] = True
+        return counts
 
 
 _ZERO: Final = Usage()
@@ -359,6 +367,8 @@ class UsageTracker(_Ledger[UsageRecord, Usage]):
 
     def __init__(self) -> None:
         super().__init__(_ZERO)
+        self.holds = Holds()
+        """Tokens and dollars reserved by requests in flight on the budgets of the runs sharing this ledger."""
 
     def record(
         self,
