@@ -166,8 +166,10 @@ def _check(
     else:
         scope = "the run that started this one, with all its sub-agents"
 
-    def refuse(limit: str, maximum: float, text: str, spent: float, held: float, asked: float) -> BudgetExceeded:
-        hint = budget.hint or _RAISE[limit]
+    def refuse(
+        limit: str, maximum: float, text: str, spent: float, held: float, asked: float, hint: str = ""
+    ) -> BudgetExceeded:
+        hint = hint or budget.hint or _RAISE[limit]
         return BudgetExceeded(
             limit,
             f"{text}; the request was not sent. To continue, {hint}",
@@ -217,6 +219,8 @@ def _check(
             float(spent.known_usd),
             float(holds.usd(anchor)),
             0,
+            f"register its price (CostTracker.register_price({model!r}, ModelPricing(...))) or allow unpriced "
+            "models (RunLimits(unknown_price='allow'))",
         )
     held_usd = holds.usd(anchor)
     if spent.known_usd + held_usd + usd > dollars:
