@@ -133,9 +133,7 @@ async def test_without_reservations_the_fan_out_would_have_run_away() -> None:
 
 async def test_a_refusal_says_what_was_spent_and_how_to_raise_the_limit() -> None:
     sub = worker()
-    harness = AgentHarness(
-        model=sub, policy=RunPolicy(limits=RunLimits(max_cost_usd=0.02), max_output_tokens=OUT)
-    )
+    harness = AgentHarness(model=sub, policy=RunPolicy(limits=RunLimits(max_cost_usd=0.02), max_output_tokens=OUT))
     ctx, _ = context()
     run, _ = await harness.invoke_with_status(ctx, "go")
     assert sub.calls == 0
