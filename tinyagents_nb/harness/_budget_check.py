@@ -215,7 +215,7 @@ def _check(
         raise refuse(
             "cost_usd",
             float(dollars),
-            f"the price of model {model!r} is unknown, so the ${dollars} budget of {scope} cannot be kept",
+            f"the price of model {model!r} is unknown, so the {_usd(dollars)} budget of {scope} cannot be kept",
             float(spent.known_usd),
             float(holds.usd(anchor)),
             0,
@@ -224,16 +224,23 @@ def _check(
         )
     held_usd = holds.usd(anchor)
     if spent.known_usd + held_usd + usd > dollars:
-        pending = f" and ${held_usd:.4f} is held by requests still running" if held_usd else ""
+        pending = f" and {_usd(held_usd)} is held by requests still running" if held_usd else ""
         raise refuse(
             "cost_usd",
             float(dollars),
-            f"{scope} spent ${spent.known_usd:.4f} of ${dollars}{pending}; the next request "
-            f"(about ${usd:.4f}) would go over",
+            f"{scope} spent {_usd(spent.known_usd)} of {_usd(dollars)}{pending}; the next request "
+            f"(about {_usd(usd)}) would go over",
             float(spent.known_usd),
             float(held_usd),
             float(usd),
         )
+
+
+def _usd(amount: Decimal) -> str:
+    """Dollars for a person: cents when that is precise enough, else up to six places."""
+    if amount >= 1 or amount == amount.quantize(Decimal("0.01")):
+        return f"${amount:.2f}"
+    return "$" + f"{amount:.6f}".rstrip("0")
 
 
 def _unknown_allowed(budget: TreeBudget, model: str) -> bool:

@@ -43,7 +43,7 @@ _MTOK: Final = Decimal(1_000_000)
 _GENAI_PROVIDER_ALIASES: Final = {"xai": "x-ai", "gemini": "google", "anthropic-compat": "anthropic"}
 # Local runtimes: a model name like "mistral" must not be priced at the hosted API's rate.
 _UNPRICED_PROVIDERS: Final = frozenset({"ollama"})
-_FREE_PROVIDERS: Final = frozenset({"test"})  # testkit fakes: known to cost nothing, so 0 is the truth here
+_FREE_PROVIDERS: Final = frozenset({"test", "offline"})  # testkit fakes, the offline demo model: 0 is the truth
 # Prefixes split off "provider:model" strings; only these, since Ollama tags contain colons.
 _PROVIDER_PREFIXES: Final = frozenset(
     {
