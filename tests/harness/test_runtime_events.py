@@ -56,14 +56,7 @@ async def test_a_sub_agent_invoked_on_its_own_returns_its_events() -> None:
     run, events = await helper.invoke_with_events("go")
     assert run.final_text == "hi"
     assert run.messages[0].text == "Be kind."
-    assert [e.kind for e in events] == [
-        "run.started",
-        "model.started",
-        "usage.recorded",  # the fake reports no usage: an estimate is recorded
-        "cost.recorded",
-        "model.completed",
-        "run.completed",
-    ]
+    assert [e.kind for e in events] == ["run.started", "model.started", "model.completed", "run.completed"]
 
 
 async def test_invoke_with_events_never_raises_and_keeps_the_failed_runs_events() -> None:
@@ -137,7 +130,7 @@ async def test_a_raising_hook_completes_with_its_error_name() -> None:
 
 # ------------------------------------------------------------------------------------------ rate limits, selection
 async def test_rate_limit_waits_are_reported() -> None:
-    limiter = RateLimiter(rate_per_s=5, burst=1)  # a refill (0.2 s) outlasts the first round trip
+    limiter = RateLimiter(rate_per_s=50, burst=1)
     harness = AgentHarness(model=two_turns(), tools=[lookup], policy=RunPolicy(rate_limiter=limiter))
     run, events = await harness.invoke_with_events("go")
     assert run.ok

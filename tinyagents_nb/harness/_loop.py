@@ -114,7 +114,7 @@ class RunLoop:
         self.serving: Any = "configured"  # why the current model serves the call (a ModelResolutionSource)
         self.started = self.clock.monotonic()
         self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
-        self.meter = CallMeter(ctx, harness.fitter.estimator, harness.fitter.request_tokens)
+        self.meter = CallMeter(ctx, lambda: harness.fitter.estimator, harness.fitter.request_tokens)
         self.tool_phase = ToolPhase(
             ctx,
             tools=harness.tools,
@@ -374,7 +374,7 @@ class RunLoop:
         response = with_resolved(response, model, "cache" if cached else self.serving)
         response = await self.harness.middleware.after_model(ctx, response)  # raising: the run's end releases the hold
         if not cached:
-            self.meter.completed(response, response.model or model.model_name, response.provider, call_id)
+            self.meter.completed(response, model, call_id)
         ctx.emit(
             ModelCompleted,
             call_id=call_id,

@@ -12,7 +12,8 @@ loop (summarizers of the pressure chain, thread compaction), and counts them tow
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ._budget_check import Reservation, reserve
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from ._model import ChatModel, ModelRequest, ModelResponse
 
 __all__ = ["CallMeter", "estimated_usage", "invoke_metered"]
+
+_SCRIPTED = "test"  # the testkit fakes' provider: they report exactly what a test scripts, nothing included
 
 
 def estimated_usage(prompt_tokens: int, message: AssistantMessage | None, estimator: TokenEstimator) -> Usage:
@@ -44,15 +47,19 @@ def estimated_usage(prompt_tokens: int, message: AssistantMessage | None, estima
 class CallMeter:
     """One run's accounting of its model calls (see the module docstring); one call at a time."""
 
-    __slots__ = ("_request", "_tokens", "ctx", "estimator", "held", "sent")
+    __slots__ = ("_estimator", "_request", "_tokens", "ctx", "held", "sent")
 
-    def __init__(self, ctx: RunContext[Any], estimator: TokenEstimator, tokens: Any) -> None:
+    def __init__(self, ctx: RunContext[Any], estimator: Callable[[], TokenEstimator], tokens: Any) -> None:
         self.ctx = ctx
-        self.estimator = estimator
+        self._estimator = estimator  # looked up when first needed (loading a tokenizer takes a while)
         self._tokens = tokens  # request -> prompt estimate (the fitter's, reused from fit)
         self._request: ModelRequest | None = None
         self.held: Reservation | None = None
         self.sent = False
+
+    @property
+    def estimator(self) -> TokenEstimator:
+        return self._estimator()
 
     def prompt_tokens(self, request: ModelRequest) -> int:
         return self.held.prompt_tokens if self.held is not None else int(self._tokens(request))
@@ -66,14 +73,16 @@ class CallMeter:
             tokens = self._tokens(request)
             self.held = reserve(self.ctx, model, tokens, request.max_output_tokens, messages, call_id=call_id)
 
-    def completed(
-        self, response: ModelResponse, model: str, provider: str | None, call_id: str | None
-    ) -> ModelResponse:
+    def completed(self, response: ModelResponse, model: ChatModel, call_id: str | None) -> ModelResponse:
         """Record an answer's usage (an estimate when none was reported) and reconcile its hold."""
         usage = response.usage
-        if usage.is_empty and self._request is not None:
+        if usage.is_empty and self._request is not None and model.provider != _SCRIPTED:
             usage = estimated_usage(self.prompt_tokens(self._request), response.message, self.estimator)
-        record = self.ctx.record_usage(usage, model=model, provider=provider, call_id=call_id)
+        if usage.is_empty:  # nothing to record (a scripted fake that reports no usage)
+            self._settle(None, "completed")
+            return response
+        served = response.model or model.model_name
+        record = self.ctx.record_usage(usage, model=served, provider=response.provider, call_id=call_id)
         self._settle(record, "completed")
         return response
 
@@ -87,7 +96,7 @@ class CallMeter:
         labelled as an estimate. A request refused or failed before any output costs nothing.
         """
         record = None
-        if self.sent and self._request is not None:
+        if self.sent and self._request is not None and model.provider != _SCRIPTED:
             streamed = partial is not None and (partial.message.text or partial.message.tool_calls)
             stopped = isinstance(exc, Cancelled | TimeoutError) or not isinstance(exc, Exception)
             if streamed or stopped:
@@ -125,7 +134,7 @@ async def invoke_metered(
     if count is not None:
         count()  # the run's max_model_calls (raises LimitExceeded)
     estimator = TokenEstimator.for_model(model.model_name)
-    meter = CallMeter(ctx, estimator, lambda r: estimator.estimate(r.messages))
+    meter = CallMeter(ctx, lambda: estimator, lambda r: estimator.estimate(r.messages))
     meter.reserve(model, request, None, messages or request.messages)
     meter.sent = True
     try:
@@ -133,4 +142,6 @@ async def invoke_metered(
     except BaseException as exc:
         meter.ended_early(exc, None, model, None)
         raise
-    return meter.completed(response, response.model or model.model_name, response.provider or model.provider, None)
+    if response.provider is None:
+        response = dataclasses.replace(response, provider=model.provider)
+    return meter.completed(response, model, None)
