@@ -360,7 +360,7 @@ class CostTracker(_Ledger[CostRecord, CostTotals]):
         _check_call(model, usage)
         run, parent, root, depth = _lineage(run_id, parent_run_id, root_run_id, depth)
         with self._lock:
-            self._tree.link(run, parent)  # reject bad lineage before pricing
+            self._link(run, parent)  # reject bad lineage before pricing
         when = time.time() if ts is None else ts
         model, provider = _split_model(model, provider)
         cost, source, first_miss = self._lookup(model, usage, provider)

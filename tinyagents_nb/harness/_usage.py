@@ -205,12 +205,13 @@ class _RunTree:
         self._parent: dict[RunId, RunId | None] = {}
         self._children: dict[RunId, list[RunId]] = {}
 
-    def link(self, run_id: RunId, parent_run_id: RunId | None) -> None:
+    def link(self, run_id: RunId, parent_run_id: RunId | None) -> bool:
+        """Record the link; ``True`` when it is new."""
         if run_id in self._parent:
             known = self._parent[run_id]
             if known != parent_run_id:
                 raise ConfigurationError(f"run {run_id!s} was registered with parent {known!s}, not {parent_run_id!s}")
-            return
+            return False
         if parent_run_id is not None:
             ancestor: RunId | None = parent_run_id
             while ancestor is not None:
@@ -219,6 +220,15 @@ class _RunTree:
                 ancestor = self._parent.get(ancestor)
             self._children.setdefault(parent_run_id, []).append(run_id)
         self._parent[run_id] = parent_run_id
+        return True
+
+    def lineage(self, run_id: RunId | None) -> list[RunId]:
+        """The run and its known ancestors, nearest first."""
+        found: list[RunId] = []
+        while run_id is not None:
+            found.append(run_id)
+            run_id = self._parent.get(run_id)
+        return found
 
     def subtree(self, run_id: RunId) -> list[RunId]:
         """The run and all its descendants, parents before children."""
@@ -289,13 +299,29 @@ class _Ledger(Generic[_RecordT, _AmountT]):
         self._records: list[_RecordT] = []
         self._tree = _RunTree()
         self._per_run: dict[RunId, _AmountT] = {}
+        # running subtree totals, kept by adding each amount to its run's ancestors: a budget check
+        # per request reads one (a walk over a 1,000-run fan-out per request was quadratic)
+        self._per_subtree: dict[RunId, _AmountT] = {}
         self._per_model: dict[str, _AmountT] = {}
         self._total = zero
 
+    def _link(self, run: RunId, parent: RunId | None) -> None:
+        """Link under the lock; a subtree that already has amounts carries them to its new ancestors."""
+        if self._tree.link(run, parent) and parent is not None:
+            carried = self._per_subtree.get(run)
+            if carried is not None:
+                self._add_up(parent, carried)
+
+    def _add_up(self, run: RunId, amount: _AmountT) -> None:
+        totals, zero = self._per_subtree, self._zero
+        for node in self._tree.lineage(run):
+            totals[node] = totals.get(node, zero) + amount
+
     def _store(self, record: _RecordT, run: RunId, parent: RunId | None, model: str, amount: _AmountT) -> None:
         with self._lock:
-            self._tree.link(run, parent)
+            self._link(run, parent)
             self._records.append(record)
+            self._add_up(run, amount)
             self._per_run[run] = self._per_run.get(run, self._zero) + amount
             self._per_model[model] = self._per_model.get(model, self._zero) + amount
             self._total = self._total + amount
@@ -310,7 +336,7 @@ class _Ledger(Generic[_RecordT, _AmountT]):
         run = RunId(run_id)
         parent = None if parent_run_id is None else RunId(parent_run_id)
         with self._lock:
-            self._tree.link(run, parent)
+            self._link(run, parent)
 
     def total(self) -> _AmountT:
         """Everything recorded, across the whole tree."""
@@ -325,15 +351,7 @@ class _Ledger(Generic[_RecordT, _AmountT]):
     def for_subtree(self, run_id: str) -> _AmountT:
         """This run plus every run beneath it."""
         with self._lock:
-            per_run = self._per_run
-            if not per_run:  # nothing recorded yet (e.g. scripted or cached runs): no tree walk
-                return self._zero
-            total = self._zero
-            for run in self._tree.subtree(RunId(run_id)):
-                amount = per_run.get(run)
-                if amount is not None:
-                    total = total + amount
-            return total
+            return self._per_subtree.get(RunId(run_id), self._zero)
 
     def by_model(self) -> dict[str, _AmountT]:
         """Amounts per model name; usage recorded without one is under ``"unknown"``."""
