@@ -194,16 +194,15 @@ class _RunTree:
     """Parent links and child lists of the runs a tracker has seen; callers hold the lock.
 
     A run's parent is fixed the first time it is given: restating it is a no-op, contradicting it
-    is an error (it would silently move usage between subtrees). Children are stored under the
-    parent's id even before the parent itself registers, which is what keeps subtree totals
-    right when a grandchild records first.
+    is an error (it would silently move usage between subtrees). A link made after a run's
+    descendants recorded carries their totals up (the ledger's ``_link``), which keeps subtree
+    totals right when a grandchild records first.
     """
 
-    __slots__ = ("_children", "_parent")
+    __slots__ = ("_parent",)
 
     def __init__(self) -> None:
         self._parent: dict[RunId, RunId | None] = {}
-        self._children: dict[RunId, list[RunId]] = {}
 
     def link(self, run_id: RunId, parent_run_id: RunId | None) -> bool:
         """Record the link; ``True`` when it is new."""
@@ -218,7 +217,6 @@ class _RunTree:
                 if ancestor == run_id:
                     raise ConfigurationError(f"run {run_id!s} cannot descend from itself")
                 ancestor = self._parent.get(ancestor)
-            self._children.setdefault(parent_run_id, []).append(run_id)
         self._parent[run_id] = parent_run_id
         return True
 
@@ -228,15 +226,6 @@ class _RunTree:
         while run_id is not None:
             found.append(run_id)
             run_id = self._parent.get(run_id)
-        return found
-
-    def subtree(self, run_id: RunId) -> list[RunId]:
-        """The run and all its descendants, parents before children."""
-        found = [run_id]
-        index = 0
-        while index < len(found):
-            found.extend(self._children.get(found[index], ()))
-            index += 1
         return found
 
     def runs(self) -> tuple[RunId, ...]:
