@@ -127,3 +127,18 @@ async def test_concurrent_background_runs_reserve_against_one_session_cap(
     assert spent <= Decimal("0.025") + overshoot(rec)
     assert sum(r.ok for r in runs) == 2  # the other two were refused before sending, while two were in flight
     assert any(isinstance(r.error, BudgetExceeded) for r in runs)
+
+
+def test_estimated_usage_is_labelled_where_it_is_shown(
+    shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_ok(shell, "%%agent --wait\nSummarize the data")  # the offline demo model reports no usage
+    run = last_run(shell)
+    assert run.outcome is not None
+    assert run.outcome.usage.estimated
+    assert run.outcome.usage.output_tokens > 0
+    summary = capsys.readouterr().out.splitlines()[-1]
+    assert "~" in summary
+    assert "estimated)" in summary
+    run_ok(shell, "%agent status")
+    assert "(part estimated" in capsys.readouterr().out

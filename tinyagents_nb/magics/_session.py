@@ -407,7 +407,8 @@ class NotebookSession:
         return [
             f"thread: {self.thread_id} · default model: {model} · store: {self.store_path}",
             f"runs: {len(self._runs)} ({len(active)} active{': ' + running if running else ''})",
-            f"usage: {usage.total_tokens:,} tokens · {_display.usd_text(cost)}",
+            f"usage: {'~' if usage.estimated else ''}{usage.total_tokens:,} tokens · {_display.usd_text(cost)}"
+            + (" (part estimated: a provider reported no usage, or a call was stopped)" if usage.estimated else ""),
             f"tools: {', '.join(self.tools.names()) or 'none'} · models: {', '.join(self.models.names()) or 'none'}",
         ]
 
