@@ -18,7 +18,7 @@ from tinyagents_nb.harness import (
 )
 from tinyagents_nb.harness.events import BudgetReconciled
 from tinyagents_nb.harness.models import TokenEstimator
-from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
+from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel, StreamingMock
 from tinyagents_nb.magics import NotebookSession
 
 from .conftest import last_run, run_ok
@@ -29,6 +29,14 @@ PRICE = ModelPricing(input_per_mtok=1_000, output_per_mtok=1_000)  # $0.001 per 
 
 
 class Acme(ScriptedModel):
+    @property
+    def provider(self) -> str:
+        return "acme"
+
+
+class Quiet(StreamingMock):
+    """A priced stream that sends no usage chunk (as llama-cpp-python's server does)."""
+
     @property
     def provider(self) -> str:
         return "acme"
@@ -132,7 +140,9 @@ async def test_concurrent_background_runs_reserve_against_one_session_cap(
 def test_estimated_usage_is_labelled_where_it_is_shown(
     shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    run_ok(shell, "%%agent --wait\nSummarize the data")  # the offline demo model reports no usage
+    session.context.costs.register_price("acme:quiet", PRICE)
+    session.register_model("quiet", Quiet("an answer streamed without any usage chunk", model_name="quiet"))
+    run_ok(shell, "%%agent --model quiet --wait\nSummarize the data")
     run = last_run(shell)
     assert run.outcome is not None
     assert run.outcome.usage.estimated

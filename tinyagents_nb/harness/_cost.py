@@ -43,7 +43,7 @@ _MTOK: Final = Decimal(1_000_000)
 _GENAI_PROVIDER_ALIASES: Final = {"xai": "x-ai", "gemini": "google", "anthropic-compat": "anthropic"}
 # Local runtimes: a model name like "mistral" must not be priced at the hosted API's rate.
 _UNPRICED_PROVIDERS: Final = frozenset({"ollama"})
-_FREE_PROVIDERS: Final = frozenset({"test", "offline"})  # testkit fakes, the offline demo model: 0 is the truth
+_FREE_PROVIDERS: Final = frozenset({"test"})  # testkit fakes: known to cost nothing, so 0 is the truth here
 # Prefixes split off "provider:model" strings; only these, since Ollama tags contain colons.
 _PROVIDER_PREFIXES: Final = frozenset(
     {
@@ -360,7 +360,7 @@ class CostTracker(_Ledger[CostRecord, CostTotals]):
         _check_call(model, usage)
         run, parent, root, depth = _lineage(run_id, parent_run_id, root_run_id, depth)
         with self._lock:
-            self._link(run, parent)  # reject bad lineage before pricing
+            self._tree.link(run, parent)  # reject bad lineage before pricing
         when = time.time() if ts is None else ts
         model, provider = _split_model(model, provider)
         cost, source, first_miss = self._lookup(model, usage, provider)

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CallMeter", "estimated_usage", "invoke_metered"]
 
-_SCRIPTED = "test"  # the testkit fakes' provider: they report exactly what a test scripts, nothing included
+# testkit fakes and the notebook's offline demo model: what they report (or not) is all there is
+_SCRIPTED = frozenset({"test", "offline"})
 
 
 def estimated_usage(prompt_tokens: int, message: AssistantMessage | None, estimator: TokenEstimator) -> Usage:
@@ -76,7 +77,7 @@ class CallMeter:
     def completed(self, response: ModelResponse, model: ChatModel, call_id: str | None) -> ModelResponse:
         """Record an answer's usage (an estimate when none was reported) and reconcile its hold."""
         usage = response.usage
-        if usage.is_empty and self._request is not None and model.provider != _SCRIPTED:
+        if usage.is_empty and self._request is not None and model.provider not in _SCRIPTED:
             usage = estimated_usage(self.prompt_tokens(self._request), response.message, self.estimator)
         if usage.is_empty:  # nothing to record (a scripted fake that reports no usage)
             self._settle(None, "completed")
@@ -96,7 +97,7 @@ class CallMeter:
         labelled as an estimate. A request refused or failed before any output costs nothing.
         """
         record = None
-        if self.sent and self._request is not None and model.provider != _SCRIPTED:
+        if self.sent and self._request is not None and model.provider not in _SCRIPTED:
             streamed = partial is not None and (partial.message.text or partial.message.tool_calls)
             stopped = isinstance(exc, Cancelled | TimeoutError) or not isinstance(exc, Exception)
             if streamed or stopped:
