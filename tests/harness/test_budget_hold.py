@@ -6,6 +6,7 @@ the assertions read the recorded spend back from the trackers and the reservatio
 
 from __future__ import annotations
 
+import threading
 from decimal import Decimal
 from typing import Any
 
@@ -24,6 +25,7 @@ from tinyagents_nb.harness import (
     RunLimits,
     RunPolicy,
     SubAgent,
+    TreeBudget,
     Usage,
 )
 from tinyagents_nb.harness.events import BudgetReconciled, BudgetReserved
@@ -149,3 +151,29 @@ async def test_a_refusal_says_what_was_spent_and_how_to_raise_the_limit() -> Non
     assert "RunLimits(max_cost_usd=" in text
     assert "root" not in text  # no run ids
     assert "ledger" not in text
+
+
+def test_runs_on_two_threads_share_one_budget_through_the_shared_trackers() -> None:
+    # a session's shape: runs on other event loops (threads) share the trackers and a cap over all of them
+    shared, rec = context()
+    budget = TreeBudget(anchor_run_id=None, max_total_tokens=900)
+    subs = [worker(delay=0.02), worker(delay=0.02)]
+    results: list[Any] = [None, None]
+
+    def run(i: int) -> None:
+        root, _ = fan_out(10, subs[i])
+        ctx = shared.new_root()
+        ctx.budgets = (budget,)
+        results[i] = anyio.run(root.invoke_with_status, ctx, "go")
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert all(r is not None for r in results)
+    sent = subs[0].calls + subs[1].calls
+    assert 0 < sent < 20
+    extra, _ = overshoot(rec)
+    assert shared.usage.total().total_tokens <= 900 + extra
+    assert shared.usage.holds.tokens(None) == 0
