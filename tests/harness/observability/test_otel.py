@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -85,8 +84,8 @@ class Traced:
 
 
 @pytest.fixture
-def traced() -> Iterator[Traced]:
-    yield Traced()
+def traced() -> Traced:
+    return Traced()
 
 
 @tool
@@ -163,7 +162,8 @@ async def test_a_tool_run_is_one_invoke_agent_with_chat_and_execute_tool_childre
         "gen_ai.tool.type": "function",
     }
     # spans carry the events' own times, in order
-    assert first.end_time is not None and tool_span.start_time is not None
+    assert first.end_time is not None
+    assert tool_span.start_time is not None
     assert first.end_time <= tool_span.start_time
     assert traced.sink.open_runs == 0
 
@@ -282,7 +282,8 @@ async def test_an_approval_is_two_span_events_before_its_tool_span(traced: Trace
     assert decided["decided_by"] == "unattended"
     assert decided["gen_ai.tool.call.id"] == "c-1"
     tool_span = traced.one("execute_tool send")
-    assert tool_span.start_time is not None and agent.events[1].timestamp <= tool_span.start_time
+    assert tool_span.start_time is not None
+    assert agent.events[1].timestamp <= tool_span.start_time
 
 
 async def test_capture_puts_redacted_content_and_never_a_secret(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -357,5 +358,5 @@ async def test_the_version_switch_renames_attributes(version: str) -> None:
 def test_an_unknown_version_is_a_clear_error() -> None:
     from tinyagents_nb.harness import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="1.36"):
+    with pytest.raises(ConfigurationError, match=r"1\.36"):
         OTelSink(conventions="0.9")
