@@ -55,10 +55,10 @@ async def test_llm_batch_sub_queries_nest_under_the_repl_step_that_made_them() -
     step = next(s for s in spans if s.name == "execute_tool repl")
     assert [e.name for e in step.events] == ["rlm.code", "rlm.output"]
     code = dict(step.events[0].attributes or {})
-    assert "llm_batch" in code["code"]
-    assert dict(step.events[1].attributes or {})["output"].strip() == "['2', '1']"
+    assert "llm_batch" in str(code["code"])
+    assert str(dict(step.events[1].attributes or {})["output"]).strip() == "['2', '1']"
     subs = [s for s in spans if s.name == "invoke_agent llm"]
     assert {dict(s.attributes or {})["tinyagents.depth"] for s in subs} == {1}
     usage = [dict(s.attributes or {})["gen_ai.usage.input_tokens"] for s in spans if s.name == "chat sub"]
     assert len(usage) == 2
-    assert all(u > 0 for u in usage)
+    assert all(isinstance(u, int) and u > 0 for u in usage)

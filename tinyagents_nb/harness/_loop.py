@@ -71,6 +71,7 @@ class LoopHarness(Protocol):
     what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
     """
 
+    name: str
     model: ChatModel
     model_chain: tuple[ChatModel, ...]
     tools: ToolRegistry
