@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sys
 import threading
 from typing import Any
 
@@ -372,3 +373,10 @@ def test_an_unknown_version_is_a_clear_error() -> None:
 
     with pytest.raises(ConfigurationError, match=r"1\.36"):
         OTelSink(conventions="0.9")
+
+
+def test_without_the_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "opentelemetry.sdk.trace", None)  # what a missing SDK looks like to import
+    with pytest.raises(ImportError) as info:
+        OTelSink()
+    assert str(info.value) == "OpenTelemetry export needs the SDK: pip install 'tinyagents-nb[otel]'"
