@@ -130,7 +130,9 @@ async def main_async(quick: bool) -> None:
     for close in closers:
         close()
     line(f"  spans exported by our batch processor: {exporter.spans} (4 per run)")
-    line(f"  opentelemetry-sdk {package_version('opentelemetry-sdk')}, pydantic-ai {package_version('pydantic-ai-slim')}")
+    line(
+        f"  opentelemetry-sdk {package_version('opentelemetry-sdk')}, pydantic-ai {package_version('pydantic-ai-slim')}"
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -7,6 +7,7 @@ import sys
 import threading
 from typing import Any
 
+import anyio
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
@@ -380,3 +381,27 @@ def test_without_the_extra_one_line_names_it(monkeypatch: pytest.MonkeyPatch) ->
     with pytest.raises(ImportError) as info:
         OTelSink()
     assert str(info.value) == "OpenTelemetry export needs the SDK: pip install 'tinyagents-nb[otel]'"
+
+
+async def test_concurrent_tools_end_at_their_own_duration(traced: Traced) -> None:
+    @tool
+    async def quick() -> str:
+        """Answer at once."""
+        await anyio.sleep(0.01)
+        return "quick"
+
+    @tool
+    async def slow() -> str:
+        """Answer late."""
+        await anyio.sleep(0.3)
+        return "slow"
+
+    model = ScriptedModel([ScriptedModel.tool_calls([("quick", {}), ("slow", {})]), "both"], model_name="m")
+    await AgentHarness(model=model, tools=[quick, slow]).invoke_in_context(traced.context(), "x")
+    fast, late = traced.one("execute_tool quick"), traced.one("execute_tool slow")
+    assert fast.start_time is not None
+    assert fast.end_time is not None
+    assert late.end_time is not None
+    # both results are reported after the slower call; the quick call's span still ends when it did
+    assert (fast.end_time - fast.start_time) / 1e9 < 0.2
+    assert (late.end_time - late.start_time) / 1e9 >= 0.29

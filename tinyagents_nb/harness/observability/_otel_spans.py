@@ -11,7 +11,7 @@ retries, fallbacks, RLM code blocks) becomes a span event on the span it happene
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -491,6 +491,3 @@ class SpanBuilder:
         elif self.capture:
             attrs["code"] = self._text(event.code)
         span.add_event(event.kind, attrs, timestamp=_ns(event.ts))
-
-    def open_runs(self) -> Mapping[str, _Run]:
-        return self.runs
