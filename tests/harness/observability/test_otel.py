@@ -24,6 +24,7 @@ from tinyagents_nb.harness import (
     RunCancelled,
     RunConfig,
     RunContext,
+    RunLimits,
     RunPolicy,
     SubAgent,
     ToolCall,
@@ -405,3 +406,19 @@ async def test_concurrent_tools_end_at_their_own_duration(traced: Traced) -> Non
     # both results are reported after the slower call; the quick call's span still ends when it did
     assert (fast.end_time - fast.start_time) / 1e9 < 0.2
     assert (late.end_time - late.start_time) / 1e9 >= 0.29
+
+
+async def test_a_budget_refusal_is_a_span_event_and_fails_the_run(traced: Traced) -> None:
+    usage = Usage(input_tokens=900, output_tokens=100)
+    calls = ScriptedModel.tool_call("lookup", {"city": "Oslo"})
+    model = ScriptedModel(
+        [ModelResponse(message=calls.message, usage=usage, finish_reason="tool_calls")], model_name="m"
+    )
+    policy = RunPolicy(limits=RunLimits(max_total_tokens=1_000))
+    run, _ = await AgentHarness(model=model, tools=[lookup], policy=policy).invoke_with_status(traced.context(), "x")
+    assert run.status == "failed"
+    agent = traced.one("invoke_agent m")
+    refused = [e for e in agent.events if e.name == "limit.reached"]
+    assert [dict(e.attributes or {})["limit"] for e in refused] == ["total_tokens"]
+    assert (agent.attributes or {})["error.type"] == "BudgetExceeded"
+    assert traced.tree() == [(0, "invoke_agent m"), (1, "chat m"), (1, "execute_tool lookup")]  # no second request

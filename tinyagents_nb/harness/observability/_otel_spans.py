@@ -35,6 +35,7 @@ def _ns(ts: float) -> int:
 @dataclass(slots=True)
 class _Chat:
     span: Span
+    start: float
     model: str
     provider: str | None
     text: list[str] = field(default_factory=list)
@@ -161,13 +162,14 @@ class SpanBuilder:
             if name is not None and count:
                 attrs[name] = count
 
-    def _parent_context(self, event: AgentEvent) -> otel_context.Context | None:
+    def _parent_context(
+        self, event: AgentEvent, link: tuple[str, str | None, str] | None
+    ) -> otel_context.Context | None:
         """Where a new run's span hangs: the tool call that started it, else its parent run, else the caller's span."""
         parent_id = event.parent_run_id
         parent = self.runs.get(parent_id) if parent_id is not None else None
         if parent is None:
             return None  # a root run (or a parent we never saw): the current context, e.g. a user's own span
-        link = self.children.pop(event.run_id, None)
         tool = parent.tools.get(link[1]) if link is not None and link[1] is not None else None
         if tool is None and parent.tools:  # started outside the tool's task (an RLM sub-query): the newest call
             tool = next(reversed(parent.tools.values()))
@@ -175,7 +177,7 @@ class SpanBuilder:
 
     # ------------------------------------------------------------------------------ runs
     def _run_started(self, event: Any) -> None:
-        link = self.children.get(event.run_id)
+        link = self.children.pop(event.run_id, None)
         name = link[2] if link is not None else (event.agent or event.model or "agent")
         provider = self.names.provider_value(event.provider)
         attrs: _Attrs = {
@@ -197,7 +199,7 @@ class SpanBuilder:
             attrs[self.names.input_messages] = self._messages("user", event.input)
         span = self.tracer.start_span(
             f"invoke_agent {name}",
-            context=self._parent_context(event),
+            context=self._parent_context(event, link),
             kind=SpanKind.INTERNAL,
             attributes=attrs,
             start_time=_ns(event.ts),
@@ -291,7 +293,7 @@ class SpanBuilder:
         span = self.tracer.start_span(
             f"chat {event.model}", context=run.context, kind=SpanKind.CLIENT, attributes=attrs, start_time=_ns(event.ts)
         )
-        run.chats[event.call_id] = _Chat(span=span, model=event.model, provider=value)
+        run.chats[event.call_id] = _Chat(span=span, start=event.ts, model=event.model, provider=value)
 
     def _chat(self, event: Any) -> _Chat | None:
         run = self.runs.get(event.run_id)
@@ -354,8 +356,7 @@ class SpanBuilder:
         self._error(chat.span, event.error_type, event.error)
         chat.span.end(end_time=_ns(event.ts))
         if self.durations is not None:
-            start = getattr(chat.span, "start_time", None)
-            seconds = max(0.0, event.ts - start / 1e9) if isinstance(start, int) else 0.0
+            seconds = max(0.0, event.ts - chat.start)
             self.durations.record(seconds, {**self._metric_attrs(chat, None), "error.type": event.error_type})
 
     def _chat_event(self, event: Any) -> None:
