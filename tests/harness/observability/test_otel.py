@@ -18,6 +18,7 @@ from opentelemetry.trace import StatusCode
 
 from tinyagents_nb.harness import (
     AgentHarness,
+    FallbackPolicy,
     ModelResponse,
     ProviderError,
     RetryPolicy,
@@ -49,7 +50,7 @@ class Traced:
 
     def __init__(self, **options: Any) -> None:
         self.exporter = InMemorySpanExporter()
-        provider = TracerProvider()
+        provider = self.sink_provider = TracerProvider()
         provider.add_span_processor(SimpleSpanProcessor(self.exporter))
         self.reader = InMemoryMetricReader()
         self.sink = OTelSink(provider, MeterProvider(metric_readers=[self.reader]), **options)
@@ -422,3 +423,28 @@ async def test_a_budget_refusal_is_a_span_event_and_fails_the_run(traced: Traced
     assert [dict(e.attributes or {})["limit"] for e in refused] == ["total_tokens"]
     assert (agent.attributes or {})["error.type"] == "BudgetExceeded"
     assert traced.tree() == [(0, "invoke_agent m"), (1, "chat m"), (1, "execute_tool lookup")]  # no second request
+
+
+async def test_a_fallback_is_a_failed_chat_span_then_one_for_the_backup(traced: Traced) -> None:
+    primary = ScriptedModel([ProviderError("401 bad credentials", retryable=False)], model_name="primary")
+    backup = ScriptedModel(["from the backup"], model_name="backup")
+    policy = RunPolicy(retry=RetryPolicy.none(), fallback=FallbackPolicy([backup]))
+    run = await AgentHarness(model=primary, policy=policy).invoke_in_context(traced.context(), "x")
+    assert run.final_text == "from the backup"
+    assert traced.tree() == [(0, "invoke_agent primary"), (1, "chat primary"), (1, "chat backup")]
+    failed = traced.one("chat primary")
+    assert failed.status.status_code is StatusCode.ERROR
+    assert (failed.attributes or {})["error.type"] == "ProviderError"
+    assert traced.one("chat backup").status.status_code is StatusCode.UNSET
+    agent = traced.one("invoke_agent primary")
+    assert [e.name for e in agent.events] == ["fallback.used"]
+    assert dict(agent.events[0].attributes or {})["to_model"] == "backup"
+    (duration,) = [p for p in traced.metrics()["gen_ai.client.operation.duration"] if "error.type" in p.attributes]
+    assert duration.attributes["error.type"] == "ProviderError"
+
+
+async def test_a_root_run_joins_the_callers_current_span(traced: Traced) -> None:
+    tracer = traced.sink_provider.get_tracer("app")
+    with tracer.start_as_current_span("nightly job"):
+        await AgentHarness(model=ScriptedModel(["ok"], model_name="m")).invoke_in_context(traced.context(), "x")
+    assert traced.tree() == [(0, "nightly job"), (1, "invoke_agent m"), (2, "chat m")]
