@@ -138,6 +138,8 @@ async def test_a_tool_run_is_one_invoke_agent_with_chat_and_execute_tool_childre
     assert attrs["gen_ai.operation.name"] == "invoke_agent"
     assert attrs["gen_ai.agent.name"] == "weather"
     assert attrs["gen_ai.conversation.id"] == "thread-7"
+    assert attrs["session.id"] == "thread-7"  # how Phoenix and Langfuse group a conversation's traces
+    assert attrs["openinference.span.kind"] == "AGENT"
     assert attrs["gen_ai.request.model"] == "gpt-4o-mini"
     assert attrs["gen_ai.provider.name"] == "test"
     assert attrs["tinyagents.run_id"] == run.run_id
@@ -168,6 +170,7 @@ async def test_a_tool_run_is_one_invoke_agent_with_chat_and_execute_tool_childre
     t = dict(tool_span.attributes or {})
     assert t == {
         "gen_ai.operation.name": "execute_tool",
+        "openinference.span.kind": "TOOL",
         "gen_ai.tool.name": "lookup",
         "gen_ai.tool.call.id": "call-1",
         "gen_ai.tool.type": "function",

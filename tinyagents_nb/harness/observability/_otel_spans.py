@@ -26,6 +26,8 @@ from ._otel_conventions import GenAIConventions
 __all__ = ["SpanBuilder"]
 
 _Attrs = dict[str, Any]
+_RUN_EVENTS = ("limit.reached", "fallback.used", "guardrail.tripped", "steering.applied", "context.pressure",
+               "structured.repair")  # fmt: skip
 
 
 def _ns(ts: float) -> int:
@@ -108,18 +110,12 @@ class SpanBuilder:
             "subagent.started": self._subagent_started,
             "approval.requested": self._approval_requested,
             "approval.decided": self._approval_decided,
-            "retry.scheduled": self._chat_event,
-            "rate_limit.waited": self._chat_event,
             "cache.hit": self._cache_hit,
-            "limit.reached": self._run_event,
-            "fallback.used": self._run_event,
-            "guardrail.tripped": self._run_event,
-            "steering.applied": self._run_event,
-            "context.pressure": self._run_event,
-            "structured.repair": self._run_event,
             "rlm.started": self._rlm_started,
             "rlm.code": self._rlm_block,
             "rlm.output": self._rlm_block,
+            **dict.fromkeys(("retry.scheduled", "rate_limit.waited"), self._chat_event),
+            **dict.fromkeys(_RUN_EVENTS, self._run_event),
         }
 
     def handle(self, event: AgentEvent) -> None:
@@ -182,6 +178,7 @@ class SpanBuilder:
         provider = self.names.provider_value(event.provider)
         attrs: _Attrs = {
             "gen_ai.operation.name": "invoke_agent",
+            "openinference.span.kind": "AGENT",
             "gen_ai.agent.name": name,
             "tinyagents.run_id": event.run_id,
             "tinyagents.root_run_id": event.root_run_id,
@@ -191,8 +188,8 @@ class SpanBuilder:
             attrs[self.names.provider] = provider
         if event.model:
             attrs["gen_ai.request.model"] = event.model
-        if event.thread_id:
-            attrs["gen_ai.conversation.id"] = event.thread_id
+        if event.thread_id:  # the conversation, and the session Phoenix and Langfuse group traces by
+            attrs["gen_ai.conversation.id"] = attrs["session.id"] = event.thread_id
         if event.parent_run_id:
             attrs["tinyagents.parent_run_id"] = event.parent_run_id
         if self.capture and self.names.input_messages and event.input:
@@ -281,7 +278,11 @@ class SpanBuilder:
         if run is None:
             return
         provider = event.provider or run.provider
-        attrs: _Attrs = {"gen_ai.operation.name": "chat", "gen_ai.request.model": event.model}
+        attrs: _Attrs = {
+            "gen_ai.operation.name": "chat",
+            "openinference.span.kind": "LLM",
+            "gen_ai.request.model": event.model,
+        }
         value = self.names.provider_value(provider)
         if value:
             attrs[self.names.provider] = value
@@ -399,6 +400,7 @@ class SpanBuilder:
             return
         attrs: _Attrs = {
             "gen_ai.operation.name": "execute_tool",
+            "openinference.span.kind": "TOOL",
             "gen_ai.tool.name": event.tool_name,
             "gen_ai.tool.call.id": event.call_id,
             "gen_ai.tool.type": "function",
