@@ -6,6 +6,7 @@ drives the same object as ``%agent trace``.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 from IPython.core.error import UsageError
@@ -56,12 +57,13 @@ class SessionTracing:
         return sink
 
     def stop(self) -> bool:
-        """Stop exporting (what is buffered is flushed first); ``False`` when nothing was exported."""
+        """Stop exporting (what is buffered is still flushed, in the background); ``False`` when nothing was exported."""
         sink, self.sink = self.sink, None
         self._detach()
         if sink is None:
             return False
-        sink.shutdown()
+        # flush on a thread: a dead collector holds shutdown() up to the export timeout, never the cell
+        threading.Thread(target=sink.shutdown, name="tinyagents-otel-shutdown", daemon=True).start()
         return True
 
     def describe(self) -> str:

@@ -14,6 +14,7 @@ event that has no span. Export happens on the SDK's batch thread; a slow or dead
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -28,12 +29,18 @@ if TYPE_CHECKING:
 
     from ._otel_spans import SpanBuilder
 
-__all__ = ["OTEL_EXTRA_HINT", "OTelSink"]
+__all__ = ["DEFAULT_TIMEOUT_S", "OTEL_EXTRA_HINT", "OTelSink"]
 
 OTEL_EXTRA_HINT = "OpenTelemetry export needs the SDK: pip install 'tinyagents-nb[otel]'"
 """The one line shown when the ``[otel]`` extra is missing."""
 
 _SCOPE = "tinyagents_nb"
+DEFAULT_TIMEOUT_S = 3.0
+_TIMEOUT_VARIABLES = (
+    "OTEL_EXPORTER_OTLP_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
+    "OTEL_EXPORTER_OTLP_METRICS_TIMEOUT",
+)
 
 
 def _require_sdk() -> None:
@@ -118,7 +125,9 @@ class OTelSink:
         ``endpoint`` is a collector's base URL (``http://127.0.0.1:4318``; ``/v1/traces`` and
         ``/v1/metrics`` are appended) or ``None`` to let the exporters read the standard
         ``OTEL_EXPORTER_OTLP_*`` variables (endpoint, headers, timeout). Call ``shutdown()`` to
-        flush and stop the providers.
+        flush and stop the providers. Each export gives up after ``timeout_s`` (default 3 s rather
+        than the SDK's 10, unless an ``OTEL_EXPORTER_OTLP_*TIMEOUT`` variable is set), which bounds
+        what a dead collector can cost ``shutdown()`` and a kernel's exit.
         """
         _require_sdk()
         from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
@@ -133,6 +142,8 @@ class OTelSink:
         options: dict[str, Any] = {}
         if headers is not None:
             options["headers"] = dict(headers)
+        if timeout_s is None and not any(os.environ.get(name) for name in _TIMEOUT_VARIABLES):
+            timeout_s = DEFAULT_TIMEOUT_S
         if timeout_s is not None:
             options["timeout"] = timeout_s
         span_url = _signal_url(endpoint, "traces") if endpoint else None
