@@ -277,6 +277,8 @@ async def test_a_cancelled_run_closes_its_open_call_and_says_cancelled(traced: T
     chat, agent = traced.one("chat slow"), traced.one("invoke_agent slow")
     assert (chat.attributes or {})["error.type"] == "cancelled"
     assert (agent.attributes or {})["tinyagents.status"] == "cancelled"
+    assert (agent.attributes or {})["error.type"] == "cancelled"
+    assert agent.status.status_code is StatusCode.ERROR
     assert [e.name for e in agent.events] == ["run.cancelled"]
     assert dict(agent.events[0].attributes or {})["reason"] == "user pressed Stop"
     assert traced.sink.open_runs == 0
