@@ -97,3 +97,20 @@ async def test_a_dead_collector_never_slows_or_fails_a_run() -> None:
     stopping = time.perf_counter()
     baseline.shutdown()  # the only place a dead collector can cost time: bounded by the exporter timeout
     assert time.perf_counter() - stopping < 5.0
+
+
+@pytest.mark.parametrize(
+    ("given", "spans_to"),
+    [
+        ("http://127.0.0.1:4318", "http://127.0.0.1:4318/v1/traces"),
+        ("http://127.0.0.1:4318/", "http://127.0.0.1:4318/v1/traces"),
+        ("http://127.0.0.1:6006/v1/traces", "http://127.0.0.1:6006/v1/traces"),  # Phoenix's documented form
+        ("http://127.0.0.1:3000/api/public/otel", "http://127.0.0.1:3000/api/public/otel/v1/traces"),  # Langfuse's
+    ],
+)
+def test_an_endpoint_is_a_base_url_or_the_full_traces_url(given: str, spans_to: str) -> None:
+    sink = OTelSink.otlp(given, metrics=False)
+    try:
+        assert sink.endpoint == spans_to
+    finally:
+        sink.shutdown()
