@@ -152,7 +152,7 @@ class _Script:
 
 
 async def amain(quick: bool) -> None:
-    header("10. Budgets: reservation overhead and llm_batch under a cap")
+    header("11. Budgets: reservation overhead and llm_batch under a cap")
     await overhead(rounds=20 if quick else 400, warmup=3 if quick else 40)
     await llm_batch(100 if quick else 1_000)
 

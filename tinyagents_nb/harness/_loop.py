@@ -72,6 +72,7 @@ class LoopHarness(Protocol):
     what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
     """
 
+    name: str
     model: ChatModel
     model_chain: tuple[ChatModel, ...]
     tools: ToolRegistry
@@ -166,7 +167,9 @@ class RunLoop:
             RunStarted,
             thread_id=ctx.config.thread_id,
             model=harness.model.model_name,
-            input=preview(_last_user_text(self.messages)),
+            input=preview(next((m.text for m in reversed(self.messages) if m.role == "user"), "")),
+            agent=harness.name,
+            provider=harness.model.provider,
         )
         try:
             final = await self._body()
@@ -313,7 +316,7 @@ class RunLoop:
                 key, hit = lookup_response(cache, request, model=f"{model.provider}:{model.model_name}")
             if hit is None:  # checked by the model that will serve it; a cache hit is free; refused: never sent
                 self.meter.reserve(model, request, call_id, self.messages)
-            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
+            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name, provider=model.provider)
             started = self.clock.monotonic()
             if hit is not None and key is not None:
                 ctx.emit(CacheHit, call_id=call_id, key=key)
@@ -383,6 +386,8 @@ class RunLoop:
             finish_reason=response.finish_reason,
             duration_s=self.clock.monotonic() - started,
             cached=cached,
+            provider=response.provider,
+            response_id=response.response_id,
         )
         return response
 
@@ -489,10 +494,3 @@ class RunLoop:
         await self.harness.middleware.on_error(self.ctx, exc)
         self._close_status("failed", exc)
         return run
-
-
-def _last_user_text(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if message.role == "user":
-            return message.text
-    return ""
