@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
@@ -330,6 +331,7 @@ class RunLoop:
                     max_retries=policy.limits.max_retries_per_call,
                     remaining_s=self.limits.remaining_s,
                     on_deadline=self._timeout,
+                    rng=random.Random(f"{ctx.run_id}/{call_id}/{index}") if policy.retry.jitter else None,
                 )
             except Exception as exc:
                 if not isinstance(exc, Cancelled):

@@ -189,6 +189,7 @@ async def call_with_retry(
     sleep: Callable[[float], Awaitable[None]] | None = None,
     remaining_s: Callable[[], float | None] | None = None,
     on_deadline: Callable[[], BaseException] | None = None,
+    rng: random.Random | None = None,
 ) -> T:
     """Await ``fn()`` until it succeeds, the error is not retryable, or attempts run out.
 
@@ -211,6 +212,8 @@ async def call_with_retry(
             ``on_deadline()`` (chained to the last error), since sleeping into a deadline only
             delays the same failure.
         on_deadline: Builds that error; defaults to a ``RunTimeout``.
+        rng: The jitter's random source (the loop seeds one per call from the run's ids, so a
+            deterministic id source makes the waits reproducible); the module's by default.
     """
     attempts = policy.max_attempts
     if max_retries is not None:
@@ -227,7 +230,7 @@ async def call_with_retry(
         except Exception as exc:  # BaseException (task cancellation, KeyboardInterrupt) always propagates
             if attempt >= attempts or not policy.should_retry(exc):
                 raise
-            delay = policy.backoff_for_attempt(attempt, exc)
+            delay = policy.backoff_for_attempt(attempt, exc, rng=rng)
             left = remaining_s() if remaining_s is not None else None
             if left is not None and delay >= left:
                 raise (on_deadline() if on_deadline is not None else _deadline_error(delay, left)) from exc

@@ -222,6 +222,8 @@ class ToolPhase:
             unattended=policy.unattended_approval,
             remaining_s=self.limits.remaining_s,
             on_deadline=self._deadline_error,
+            timeout_s=policy.approval_timeout_s,
+            timeout_action=policy.approval_timeout_action,
         )
         return gated if isinstance(gated, ToolResult) else (tool, gated)  # a denial: the model is told why
 

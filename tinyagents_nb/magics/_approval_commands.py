@@ -57,7 +57,7 @@ def _approve(host: CommandHost, session: NotebookSession, args: list[str]) -> No
     if len(args) > 1:
         raise UsageError(f"%agent approve takes at most one call id, got {' '.join(args)!r}")
     run, request = _one(session, args[0] if args else None, "approve")
-    run.stream.approve(request.call_id, by="%agent approve")
+    run.stream.approve(request.call_id, run_id=request.run_id, by="%agent approve")
     print(f"approved {request.tool_name} ({request.call_id})")
 
 
@@ -66,7 +66,7 @@ def _deny(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     call_id = args[0] if args and args[0] in ids else None
     reason = " ".join(args[1:] if call_id is not None else args).strip() or None
     run, request = _one(session, call_id, "deny")
-    run.stream.deny(request.call_id, reason, by="%agent deny")
+    run.stream.deny(request.call_id, reason, run_id=request.run_id, by="%agent deny")
     print(f"denied {request.tool_name} ({request.call_id})" + (f": {reason}" if reason else ""))
 
 
