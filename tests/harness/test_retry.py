@@ -681,11 +681,11 @@ def test_one_rate_limiter_serves_two_event_loops_at_once() -> None:
     """Two run_sync calls on two threads share one limiter: both finish, and the rate holds across them."""
     import threading
 
-    from tinyagents_nb.harness import AgentHarness, RunPolicy
+    from tinyagents_nb.harness import AgentHarness, AgentRun, RunPolicy
     from tinyagents_nb.harness.testkit import ScriptedModel
 
     limiter = RateLimiter(rate_per_s=40, burst=1)
-    results: dict[int, Any] = {}
+    results: dict[int, AgentRun] = {}
 
     def run(i: int) -> None:
         harness = AgentHarness(
