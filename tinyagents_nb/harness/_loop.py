@@ -263,6 +263,8 @@ class RunLoop:
             self.status.phase = "tools"
             self.messages.extend(await self.tool_phase.run(calls))
             self.status.tool_calls = self.tool_calls
+            if self.tool_phase.exhausted is not None:  # every call was answered; now the cap ends the run
+                raise self.tool_phase.exhausted
 
     # ---------------------------------------------------------------------------- model calls
     async def _call_compacting(self, request: ModelRequest, call_id: str) -> ModelResponse:
