@@ -359,6 +359,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "ModelDelta",
         "ModelDiscarded",
         "ModelFailed",
+        "ModelRetracted",
         "ModelSelected",
         "ModelStarted",
         "RateLimitWaited",

@@ -37,6 +37,7 @@ __all__ = [
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
+    "ModelRetracted",
     "ModelSelected",
     "ModelStarted",
     "RateLimitWaited",
@@ -153,6 +154,20 @@ class ModelDiscarded(AgentEvent):
     call_id: str
     attempt: int
     reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRetracted(AgentEvent):
+    """An answer already streamed (or answered) was withdrawn: an output guardrail tripped on it.
+
+    Consumers hide the text of ``call_id`` (not strike it through: it was blocked for its content);
+    the run also drops the answer from its transcript, so records and threads never keep it.
+    """
+
+    kind: Literal["model.retracted"] = "model.retracted"
+    call_id: str
+    reason: str = ""
+    guardrail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -19,7 +19,7 @@ from ._cancel import RunCancelled
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
 from ._controls import take_stop
-from ._errors import Cancelled, ContextLimitError, LimitExceeded, RunTimeout, describe_error
+from ._errors import Cancelled, ContextLimitError, GuardrailTripped, LimitExceeded, RunTimeout, describe_error
 from ._event_text import error_text, preview
 from ._events import (
     CacheHit,
@@ -30,6 +30,7 @@ from ._events import (
     ModelDelta,
     ModelDiscarded,
     ModelFailed,
+    ModelRetracted,
     ModelSelected,
     ModelStarted,
     RateLimitWaited,
@@ -112,6 +113,8 @@ class RunLoop:
         self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
         self.streamed = False  # whether the current attempt has emitted a delta
         self.serving: Any = "configured"  # why the current model serves the call (a ModelResolutionSource)
+        self.answer_call: str | None = None  # the last model call, whose answer a guardrail may retract
+        self.answer_at: int | None = None  # where its message sits in ``messages`` once appended
         self.started = self.clock.monotonic()
         self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
         self.tool_phase = ToolPhase(
@@ -239,7 +242,8 @@ class RunLoop:
             if ctx.budgets:  # refused here, the request is never sent
                 tokens = harness.fitter.request_tokens(request)
                 check_request_budget(ctx, harness.model, request, tokens, self.messages)
-            call_id = str(self.ids.call_id())
+            call_id = self.answer_call = str(self.ids.call_id())
+            self.answer_at = None
             self.status.phase = "model"
             self.status.active_model_call = call_id
             response = await self._call_compacting(request, call_id)
@@ -247,6 +251,7 @@ class RunLoop:
             self.status.model_calls = self.model_calls
             self.status.active_model_call = None
             message = response.message
+            self.answer_at = len(self.messages)
             self.messages.append(message)
 
             calls: Sequence[ToolCall] = message.tool_calls
@@ -455,6 +460,18 @@ class RunLoop:
         if partial is not None and partial.text:
             self.messages.append(AssistantMessage(text=partial.text, tags=("partial",)))
 
+    def _retract(self, exc: GuardrailTripped) -> None:
+        """An output guardrail blocked the answer: tell consumers to hide it and drop it from the transcript.
+
+        The answer may have streamed already, and (for a structured answer or one checked when the
+        run ends) it may be in ``messages`` with the results answering its schema call: all go.
+        """
+        self.partial = None
+        if self.answer_at is not None and self.answer_at < len(self.messages):
+            del self.messages[self.answer_at :]  # the answer and the schema-call results after it
+        if self.answer_call is not None:
+            self.ctx.emit(ModelRetracted, call_id=self.answer_call, reason=exc.reason, guardrail=exc.guardrail)
+
     def _elapsed(self) -> float:
         return self.clock.monotonic() - self.started
 
@@ -476,6 +493,8 @@ class RunLoop:
         return run
 
     async def _finish_failed(self, exc: Exception) -> AgentRun:
+        if isinstance(exc, GuardrailTripped) and exc.stage == "output":
+            self._retract(exc)
         self._keep_partial()
         run = self._result("failed", error=exc)
         self.ctx.emit(RunFailed, error_type=type(exc).__name__, error=error_text(exc), duration_s=run.duration_s)
