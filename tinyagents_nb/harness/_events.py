@@ -113,8 +113,11 @@ class RunCancelledEvent(AgentEvent):
 class ModelSelected(AgentEvent):
     """Which model serves call ``call_id`` when it is not simply the harness's primary model, and why.
 
-    ``reason`` is ``fallback`` (the previous model failed) or ``configurable`` (the run's
-    ``RunConfig.configurable["model"]`` chose it); emitted just before that model's ``model.started``.
+    ``reason`` is ``fallback`` (the previous model failed), ``configurable`` (the run's
+    ``RunConfig.configurable["model"]`` chose it), ``capabilities`` (the request's required
+    capabilities skipped the first choice) or ``request`` (a middleware named it in
+    ``ModelRequest.model``); emitted just before that model's ``model.started``, whose request was
+    re-fitted to the chosen model's window when that is smaller.
     A call served by the primary model as configured emits none, keeping the common path quiet.
     """
 

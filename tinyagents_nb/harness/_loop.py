@@ -30,7 +30,6 @@ from ._events import (
     ModelDelta,
     ModelDiscarded,
     ModelFailed,
-    ModelRetracted,
     ModelSelected,
     ModelStarted,
     RateLimitWaited,
@@ -43,9 +42,10 @@ from ._events import (
 from ._limits import LimitKind, LimitTracker, tighter
 from ._messages import AssistantMessage, Message, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
+from ._retraction import retract_answer
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
-from ._selection import eligible_models, refit_for, with_resolved
+from ._selection import refit_for, route_call, with_resolved
 from ._steering_batch import checkpoint
 from ._structured import StructuredOutput, StructuredStrategy, prepare_request
 from ._structured_turn import StructuredTurn
@@ -117,6 +117,7 @@ class RunLoop:
         self.answer_at: int | None = None  # where its message sits in ``messages`` once appended
         self.started = self.clock.monotonic()
         self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
+        self.resolved: dict[str, ChatModel] = {}  # models named by request.model, built once per run
         self.tool_phase = ToolPhase(
             ctx,
             tools=harness.tools,
@@ -295,7 +296,7 @@ class RunLoop:
         first = self.overrides.model
         if first:  # configurable picked a fallback model to go first
             chain = (chain[first], *chain[:first], *chain[first + 1 :])
-        models: Sequence[ChatModel] = eligible_models(chain, request)  # required capabilities
+        models, why = route_call(chain, request, harness.model, self.resolved)  # capabilities, request.model
         last_error: BaseException | None = None
         self.attempt = 0
         for index, model in enumerate(models):
@@ -309,12 +310,12 @@ class RunLoop:
                     to_model=model.model_name,
                     error=error_text(last_error),
                 )
-                request = await refit_for(harness.fitter, ctx, request, model)  # a smaller window than the first's
-            if index or first is not None:  # a choice was made: the primary model is the quiet default
-                reason = "fallback" if index else "configurable"
+            if index or model is not harness.model:  # a smaller window than the one it was fitted to
+                request = await refit_for(harness.fitter, ctx, request, model)
+            reason = "fallback" if index else why or ("configurable" if first is not None else None)
+            if reason is not None:  # a choice was made: the primary model is the quiet default
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
-            chosen = model is harness.model or first is not None
-            self.serving = "fallback" if index else "configured" if chosen else "capabilities"
+            self.serving = "fallback" if index else "capabilities" if why == "capabilities" else "configured"
             ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
             started = self.clock.monotonic()
             key = None
@@ -460,18 +461,6 @@ class RunLoop:
         if partial is not None and partial.text:
             self.messages.append(AssistantMessage(text=partial.text, tags=("partial",)))
 
-    def _retract(self, exc: GuardrailTripped) -> None:
-        """An output guardrail blocked the answer: tell consumers to hide it and drop it from the transcript.
-
-        The answer may have streamed already, and (for a structured answer or one checked when the
-        run ends) it may be in ``messages`` with the results answering its schema call: all go.
-        """
-        self.partial = None
-        if self.answer_at is not None and self.answer_at < len(self.messages):
-            del self.messages[self.answer_at :]  # the answer and the schema-call results after it
-        if self.answer_call is not None:
-            self.ctx.emit(ModelRetracted, call_id=self.answer_call, reason=exc.reason, guardrail=exc.guardrail)
-
     def _elapsed(self) -> float:
         return self.clock.monotonic() - self.started
 
@@ -493,8 +482,9 @@ class RunLoop:
         return run
 
     async def _finish_failed(self, exc: Exception) -> AgentRun:
-        if isinstance(exc, GuardrailTripped) and exc.stage == "output":
-            self._retract(exc)
+        if isinstance(exc, GuardrailTripped) and exc.stage == "output":  # the answer is withdrawn, everywhere
+            self.partial = None
+            retract_answer(self.ctx, self.messages, self.answer_at, self.answer_call, exc)
         self._keep_partial()
         run = self._result("failed", error=exc)
         self.ctx.emit(RunFailed, error_type=type(exc).__name__, error=error_text(exc), duration_s=run.duration_s)
