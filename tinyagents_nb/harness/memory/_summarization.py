@@ -307,20 +307,52 @@ class ConcatSummarizer:
     """Deterministic, free summary: the header plus one clipped line per message.
 
     Attributes:
-        max_chars: Per-message text cap (``None``: unclipped); clipping is what makes it shrink a transcript.
+        max_chars: Per-message text cap (``None``: unclipped); clipping is what makes it shrink a
+            transcript of long messages.
+        max_total_chars: Cap on the whole summary (``None``: none). A transcript of many short
+            messages does not shrink by clipping (each line is as long as its message); over this
+            cap the oldest lines give way to one ``[… N earlier messages omitted …]`` line, the
+            first few lines (how the conversation started) kept.
     """
 
     max_chars: int | None = 400
+    max_total_chars: int | None = None
     name: str = "concat"
 
     def __post_init__(self) -> None:
         if self.max_chars is not None:
             _check_int("max_chars", self.max_chars, minimum=0)
+        if self.max_total_chars is not None:
+            _check_int("max_total_chars", self.max_total_chars, minimum=1)
 
     async def summarize(self, messages: Sequence[Message]) -> str:
         if not messages:
             raise ConfigurationError("ConcatSummarizer needs at least one message to summarize")
-        return "\n".join([SUMMARY_HEADER, *render_transcript(messages, max_chars=self.max_chars)])
+        lines = render_transcript(messages, max_chars=self.max_chars)
+        if self.max_total_chars is not None:
+            lines = _within(lines, self.max_total_chars)
+        return "\n".join([SUMMARY_HEADER, *lines])
+
+
+def _within(lines: list[str], budget: int) -> list[str]:
+    """``lines`` cut to about ``budget`` characters: a quarter for the first lines, the rest for the last."""
+    if sum(len(line) + 1 for line in lines) <= budget:
+        return lines
+    head: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > budget // 4:
+            break
+        head.append(line)
+        used += len(line) + 1
+    tail: list[str] = []
+    for line in reversed(lines[len(head) :]):
+        if used + len(line) + 1 > budget:
+            break
+        tail.append(line)
+        used += len(line) + 1
+    omitted = len(lines) - len(head) - len(tail)
+    return [*head, f"[… {omitted} earlier messages omitted …]", *reversed(tail)]
 
 
 DEFAULT_SUMMARY_INSTRUCTIONS = (
