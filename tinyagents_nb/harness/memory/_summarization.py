@@ -37,7 +37,7 @@ from .._messages import (
 from .._model import ChatModel, ModelRequest
 from .._profile import ModelProfile
 from .._tokens import TokenEstimator
-from ._trim import trim_units
+from ._trim import keep_ends, trim_units
 
 if TYPE_CHECKING:
     from .._context import RunContext
@@ -330,29 +330,8 @@ class ConcatSummarizer:
             raise ConfigurationError("ConcatSummarizer needs at least one message to summarize")
         lines = render_transcript(messages, max_chars=self.max_chars)
         if self.max_total_chars is not None:
-            lines = _within(lines, self.max_total_chars)
+            lines = keep_ends(lines, self.max_total_chars)
         return "\n".join([SUMMARY_HEADER, *lines])
-
-
-def _within(lines: list[str], budget: int) -> list[str]:
-    """``lines`` cut to about ``budget`` characters: a quarter for the first lines, the rest for the last."""
-    if sum(len(line) + 1 for line in lines) <= budget:
-        return lines
-    head: list[str] = []
-    used = 0
-    for line in lines:
-        if used + len(line) + 1 > budget // 4:
-            break
-        head.append(line)
-        used += len(line) + 1
-    tail: list[str] = []
-    for line in reversed(lines[len(head) :]):
-        if used + len(line) + 1 > budget:
-            break
-        tail.append(line)
-        used += len(line) + 1
-    omitted = len(lines) - len(head) - len(tail)
-    return [*head, f"[… {omitted} earlier messages omitted …]", *reversed(tail)]
 
 
 DEFAULT_SUMMARY_INSTRUCTIONS = (
