@@ -18,7 +18,7 @@ from tinyagents_nb.harness.middleware import GuardrailsMiddleware, OutputGuardra
 from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel, SlowModel
 from tinyagents_nb.widgets import RunDashboard
 
-from .conftest import CommLog
+from .conftest import CommLog, row_text
 
 pytestmark = pytest.mark.anyio
 
@@ -103,7 +103,8 @@ async def test_a_streamed_answer_a_guardrail_blocks_is_withdrawn_from_the_dashbo
     dash = RunDashboard(harness.invoke_streaming("tell me"))
     await dash.wait_flushed()
     assert isinstance(dash.state.error, GuardrailTripped)
-    shown = " ".join(str(getattr(row, "value", "")) for row in dash.transcript.widget.children)
+    rows = dash.transcript.widget.children
+    shown = " ".join(row_text(row) for row in rows)
     assert "hunter2" not in shown  # streamed, then retracted: hidden, not struck through
     assert "answer withdrawn" in shown
     assert "hunter2" not in dash.transcript.text()
