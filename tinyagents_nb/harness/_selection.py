@@ -113,7 +113,10 @@ def route_call(
     Raises:
         ModelNotFound: ``request.model`` names no model, or no model covers the capabilities.
     """
-    asked = _requested(chain, request.model, configured, built)
+    name = request.model
+    if (not name or name == configured.model_name) and request.required_capabilities is None:
+        return chain, None  # the common case: nothing asked for, nothing to route
+    asked = _requested(chain, name, configured, built)
     if asked is not None:
         chain = (asked, *(m for m in chain if m is not asked))
     models = eligible_models(chain, request)
