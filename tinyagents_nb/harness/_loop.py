@@ -20,7 +20,7 @@ from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
 from ._controls import take_stop
 from ._errors import Cancelled, ContextLimitError, GuardrailTripped, LimitExceeded, RunTimeout, describe_error
-from ._event_text import error_text, preview
+from ._event_text import error_text, last_user_text, preview
 from ._events import (
     CacheHit,
     CacheMiss,
@@ -73,6 +73,7 @@ class LoopHarness(Protocol):
     what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
     """
 
+    name: str
     model: ChatModel
     model_chain: tuple[ChatModel, ...]
     tools: ToolRegistry
@@ -167,7 +168,9 @@ class RunLoop:
             RunStarted,
             thread_id=ctx.config.thread_id,
             model=harness.model.model_name,
-            input=preview(_last_user_text(self.messages)),
+            input=preview(last_user_text(self.messages)),
+            agent=harness.name,
+            provider=harness.model.provider,
         )
         try:
             final = await self._body()
@@ -316,7 +319,7 @@ class RunLoop:
             if reason is not None:  # a choice was made: the primary model is the quiet default
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
             self.serving = "fallback" if index else "capabilities" if why == "capabilities" else "configured"
-            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
+            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name, provider=model.provider)
             started = self.clock.monotonic()
             key = None
             if cache is not None:
@@ -391,6 +394,8 @@ class RunLoop:
             finish_reason=response.finish_reason,
             duration_s=self.clock.monotonic() - started,
             cached=cached,
+            provider=response.provider,
+            response_id=response.response_id,
         )
         return response
 
@@ -491,10 +496,3 @@ class RunLoop:
         await self.harness.middleware.on_error(self.ctx, exc)
         self._close_status("failed", exc)
         return run
-
-
-def _last_user_text(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if message.role == "user":
-            return message.text
-    return ""
