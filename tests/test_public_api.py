@@ -364,6 +364,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "ModelDelta",
         "ModelDiscarded",
         "ModelFailed",
+        "ModelRetracted",
         "ModelSelected",
         "ModelStarted",
         "RateLimitWaited",
