@@ -178,7 +178,8 @@ class BridgeServer:
         self._writers.add(writer)
         try:
             try:
-                hello = await asyncio.wait_for(_read_line(reader, _HELLO_LIMIT), _HELLO_TIMEOUT_S)
+                with anyio.fail_after(_HELLO_TIMEOUT_S):
+                    hello = await _read_line(reader, _HELLO_LIMIT)
                 token = json.loads(hello).get("token", "")
             except (ValueError, AttributeError, _LineTooLong, TimeoutError):
                 token = ""
