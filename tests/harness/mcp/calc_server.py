@@ -19,10 +19,10 @@ from pathlib import Path
 from typing import Annotated
 
 import anyio
-from pydantic import Field
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+from pydantic import Field
 
 app = MCPServer("calc")
 MARKERS = Path(os.environ.get("MARKER_DIR", "."))

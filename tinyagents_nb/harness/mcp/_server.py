@@ -25,8 +25,8 @@ import tempfile
 import threading
 import time
 import weakref
-from dataclasses import replace
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias, TypeVar
 
 import anyio.to_thread
