@@ -332,3 +332,27 @@ def test_a_bad_requires_approval_is_a_configuration_error() -> None:
 
     with pytest.raises(ConfigurationError, match="requires_approval"):
         MCPServer.stdio("calc", sys.executable, ["x.py"], requires_approval=3)  # type: ignore[arg-type]
+
+
+def test_a_helper_process_the_server_started_does_not_outlive_close(stdio_server: Factory) -> None:
+    server = stdio_server()
+
+    async def helper_pid() -> int:
+        return int((await server.call_tool("spawn_helper", {})).text)
+
+    helper = asyncio.run(helper_pid())
+    assert not gone(helper, within_s=0.2)
+    server.close()  # the server exits at the end of its stdin; its helper must go too
+    assert gone(helper), f"helper process {helper} outlived the MCP server's close()"
+
+
+def test_a_helper_process_the_server_started_does_not_outlive_the_interpreter(markers: Path) -> None:
+    code = (
+        "import sys, asyncio\n"
+        "from tinyagents_nb.harness import MCPServer\n"
+        f"server = MCPServer.stdio('calc', sys.executable, [{str(SERVER)!r}], env={{'MARKER_DIR': {str(markers)!r}}})\n"
+        "print(asyncio.run(server.call_tool('spawn_helper', {})).text, flush=True)\n"
+    )  # no close(): interpreter exit must end the server and what it started
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    helper = int(out.stdout.strip())
+    assert gone(helper), f"helper process {helper} outlived the interpreter"
