@@ -8,8 +8,10 @@ client does not care which event loop a run uses); the run's loop only awaits th
 
 What it isolates: the model's code runs in another process, so a crash, a ``sys.exit`` or a
 runaway loop cannot take the notebook's kernel down, and Stop interrupts it with SIGINT (a kernel
-that ignores the interrupt is restarted). Environment variables that look like secrets are removed
-from the child's environment. What it does not isolate: the child runs as the same user, with the
+that ignores the interrupt is restarted). Environment variables that are secrets are kept from the
+child: by name (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSW*``, ``*CREDENTIAL*``, ``*AUTH*``)
+or by value (``looks_like_credential``: ``GITHUB_PAT=ghp_…``, an ``sk-…`` key under any name);
+a URL with a password (``DATABASE_URL``) is passed with the password masked. What it does not isolate: the child runs as the same user, with the
 same files, network and packages: it is not a security boundary.
 """
 
@@ -35,6 +37,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tinyagents_nb.harness.observability import looks_like_credential
+
 from . import _helpers
 from ._bridge import BridgeServer
 from ._config import ContextValueError, RLMError
@@ -51,8 +55,18 @@ _MAX_CAPTURE = 1_000_000  # characters kept of one block's output (the model see
 _SPEC = "tinyagents-rlm"
 
 
+_URL_PASSWORD = re.compile(r"(?i)^([a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+@")
+
+
 def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    env: dict[str, str] = {}
+    for name, value in os.environ.items():
+        if _SECRET_NAME.search(name):
+            continue
+        masked = _URL_PASSWORD.sub(r"\1***@", value)
+        if looks_like_credential(masked.replace(":***@", "@")):  # a key shape anywhere else in it
+            continue
+        env[name] = masked
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
     env.pop("TINYAGENTS_NB_BLOCKING", None)
     return env

@@ -31,6 +31,7 @@ from ._obs_sinks import (
     JournalSink as JournalSink,
     JsonlSink as JsonlSink,
     RedactingSink as RedactingSink,
+    looks_like_credential as looks_like_credential,
     secrets_from_env as secrets_from_env,
 )
 from ._observability import (
@@ -64,5 +65,6 @@ __all__ = [
     "event_detail",
     "event_from_dict",
     "events_to_dataframe",
+    "looks_like_credential",
     "secrets_from_env",
 ]

@@ -38,6 +38,7 @@ __all__ = [
     "JournalSink",
     "JsonlSink",
     "RedactingSink",
+    "looks_like_credential",
     "secrets_from_env",
 ]
 
@@ -62,6 +63,8 @@ DEFAULT_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
     re.compile(r"\bxai-[A-Za-z0-9]{20,}"),
     re.compile(r"\b(?:gsk|ghp|gho|ghs|ghu|github_pat|glpat|hf)_[A-Za-z0-9_\-]{16,}"),
     re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
+    # A password in a URL: postgres://user:PASSWORD@host/db, https://token:x-oauth@github.com
+    re.compile(r"(?i)\b[a-z][a-z0-9+.\-]*://[^\s:/@]*:(?P<secret>[^\s@/]+)@"),
 )
 """What ``RedactingSink`` scrubs by default, besides configured secrets: key-shaped strings and header values.
 
@@ -70,8 +73,9 @@ A pattern with a ``secret`` group has only that group replaced (``"Bearer [REDAC
 # Every default pattern needs one of these substrings, so text without any skips the patterns (the common case).
 _DEFAULT_TRIGGERS: Final = (
     "sk-", "akia", "asia", "aiza", "xai-", "gsk_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat", "glpat", "hf_",
-    "xox", "bearer", "authoriz", "key", "token", "secret", "passw",
+    "xox", "bearer", "authoriz", "key", "token", "secret", "passw", "://",
 )  # fmt: skip
+_CREDENTIAL_NAME: Final = re.compile(r"(?i)(?:key|token|secret|password|passwd|credential)")
 
 
 def _triggered(text: str) -> bool:
@@ -364,14 +368,35 @@ class RedactingSink:
         )
 
 
-def secrets_from_env(environ: Mapping[str, str] | None = None, *, min_length: int = 8) -> tuple[str, ...]:
-    """Values of environment variables named like credentials (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ...).
+def looks_like_credential(value: str) -> bool:
+    """Whether ``value`` has a credential's shape, whatever it is called.
 
-    Feed them to ``RedactingSink(secrets=...)`` so keys loaded from the environment never reach a journal.
+    The rule (the same ``DEFAULT_PATTERNS`` ``RedactingSink`` scrubs with): a known key prefix
+    (``sk-``, ``AKIA``/``ASIA``, ``AIza``, ``xai-``, ``gsk_``, ``ghp_``/``gho_``/``ghs_``/``ghu_``,
+    ``github_pat_``, ``glpat_``, ``hf_``, ``xox?-``), a URL carrying a password
+    (``postgres://user:pw@host``), an ``Authorization``/``Bearer`` value, or ``name=value`` with a
+    credential-like name. Names miss ``GITHUB_PAT`` or ``DATABASE_URL``; shapes catch them.
+    """
+    return _triggered(value) and any(pattern.search(value) for pattern in DEFAULT_PATTERNS)
+
+
+def secrets_from_env(environ: Mapping[str, str] | None = None, *, min_length: int = 8) -> tuple[str, ...]:
+    """Values of environment variables that are credentials, by name or by shape.
+
+    By name: ``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSWORD*``, ``*CREDENTIAL*``; by shape:
+    ``looks_like_credential`` (``GITHUB_PAT=ghp_…``, ``DATABASE_URL=postgres://u:pw@…``). Feed them
+    to ``RedactingSink(secrets=...)`` so keys loaded from the environment never reach a journal.
     """
     env = os.environ if environ is None else environ
-    name = re.compile(r"(?i)(?:key|token|secret|password|passwd|credential)")
-    return tuple(sorted({v for k, v in env.items() if name.search(k) and len(v) >= min_length}))
+    return tuple(
+        sorted(
+            {
+                v
+                for k, v in env.items()
+                if len(v) >= min_length and (_CREDENTIAL_NAME.search(k) or looks_like_credential(v))
+            }
+        )
+    )
 
 
 # ------------------------------------------------------------------------------------------ persistence
