@@ -53,6 +53,11 @@ class RunPolicy:
             middleware hook (off by default: it doubles the events of a round trip).
         unattended_approval: How a tool call that needs approval is decided when nobody can answer
             (no run handle, or an unattended session): ``deny``, ``approve``, or ``None`` (deny).
+        tool_result_limit: The default size limit, in characters, of one tool result as it arrives
+            (a 10 MB MCP result, a whole web page): a longer one is cut, its raw output kept in the
+            run's store, and a ``read_tool_output`` tool to page through it is offered once something
+            was cut. ``None`` turns the default off; a ``ToolResultLimit`` middleware of your own
+            replaces it (per-tool limits, another store).
     """
 
     limits: RunLimits = field(default_factory=RunLimits)
@@ -76,6 +81,7 @@ class RunPolicy:
     ids: IdSource = RANDOM_IDS
     unattended_approval: UnattendedApproval | None = None
     middleware_events: bool = False
+    tool_result_limit: int | None = 20_000
 
     def __post_init__(self) -> None:
         for name in ("unknown_tool", "invalid_args", "tool_errors"):
@@ -87,6 +93,9 @@ class RunPolicy:
             raise ConfigurationError(
                 f"unattended_approval must be 'deny', 'approve' or None, got {self.unattended_approval!r}"
             )
+        limit: object = self.tool_result_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 500):
+            raise ConfigurationError(f"tool_result_limit must be an int >= 500 or None, got {limit!r}")
         retries: object = self.structured_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")
