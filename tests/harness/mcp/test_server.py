@@ -393,8 +393,8 @@ def test_a_10_mb_result_is_cut_at_arrival_kept_raw_and_readable_by_default(stdio
 def test_the_default_result_limit_is_configurable(stdio_server: Factory) -> None:
     server = stdio_server()
     small = AgentHarness(model=_reader_model(), tools=[server], policy=RunPolicy(tool_result_limit=5_000))
-    assert len([m for m in small.run_sync("go").messages if isinstance(m, ToolMessage)][0].text) <= 5_000
+    assert len(next(m for m in small.run_sync("go").messages if isinstance(m, ToolMessage)).text) <= 5_000
     whole = AgentHarness(model=_reader_model(), tools=[server], policy=RunPolicy(tool_result_limit=None))
     run = whole.run_sync("go")
-    assert len([m for m in run.messages if isinstance(m, ToolMessage)][0].text) == 10_000_000
+    assert len(next(m for m in run.messages if isinstance(m, ToolMessage)).text) == 10_000_000
     assert run.final_text == "not cut"
