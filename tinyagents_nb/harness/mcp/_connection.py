@@ -115,17 +115,25 @@ def server_group(errlog: TextIO) -> int | None:
     """The process group led by the child of this process whose stderr is ``errlog`` (``None`` if not found).
 
     The log file is private to one connection, so this tells servers started at the same time apart.
+    Read from ``/proc`` (Linux); elsewhere ``None``, and the SDK's own shutdown is all there is.
     """
     try:
-        import psutil  # ipykernel's dependency; only needed once a stdio server runs
-
         log = os.fstat(errlog.fileno())
-        for child in psutil.Process().children():
-            with contextlib.suppress(OSError, psutil.Error):
-                fd = os.stat(f"/proc/{child.pid}/fd/2")
-                if (fd.st_dev, fd.st_ino) == (log.st_dev, log.st_ino) and os.getpgid(child.pid) == child.pid:
-                    return int(child.pid)
-    except (ImportError, OSError, ValueError):
+        me = os.getpid()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat", "rb") as file:
+                    stat = file.read()
+                ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # after "pid (comm) state"
+                if ppid != me:
+                    continue
+                pid = int(entry)
+                fd = os.stat(f"/proc/{pid}/fd/2")
+                if (fd.st_dev, fd.st_ino) == (log.st_dev, log.st_ino) and os.getpgid(pid) == pid:
+                    return pid
+    except (OSError, ValueError):
         pass
     return None
 
