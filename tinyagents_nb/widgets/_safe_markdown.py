@@ -45,7 +45,7 @@ _CODE_ESCAPES: Final = str.maketrans(
     {"&": "&amp;", "<": "&lt;", ">": "&gt;", "`": "&#96;"} | {c: "\\" + c for c in "\\*_[]{}()!|~$#+-."}
 )
 _INFO: Final = re.compile(r"[^\w+#.\- ]")
-_LINK_TARGET: Final = re.compile(r"\]\(\s*")
+_LINK_TARGET: Final = re.compile(r"\](?=\((?!\s*(?:https?://|mailto:|#)))", re.IGNORECASE)  # a link to anything else
 _REFERENCE: Final = re.compile(r"^( {0,3})\[([^\]\n]+)\]:[ \t]*(\S*)", re.MULTILINE)
 _SAFE_TARGET: Final = re.compile(r"(?:https?://|mailto:|#)", re.IGNORECASE)
 _IMAGE: Final = re.compile(r"(?<!\\)((?:\\\\)*)!\[")  # an unescaped ``![`` (so a second pass changes nothing)
@@ -53,6 +53,7 @@ _LAYOUT_TAG: Final = re.compile(
     r"</?(?:b|i|em|strong|code|kbd|sub|sup|small|br|hr|span|div|p|details|summary|table|thead|tbody|tr|th|td|ul|ol|li)"
     r"(?:\s+(?:class=\"[\w -]*\"|open))*\s*/?>"
 )
+_ANY_CONTROL: Final = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")  # one class: a fast first look
 _CONTROLS: Final = re.compile(
     r"\x1b\][^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # OSC (titles, hyperlinks, OSC 52 clipboard writes)
     r"|\x9d[^\x07\x1b\x9c\n]*(?:\x07|\x1b\\|\x9c)?"  # the same, as an 8-bit C1 control
@@ -69,6 +70,8 @@ def strip_controls(text: str) -> str:
     A record's ``text/plain`` is printed by terminals (``jupyter nbconvert --to markdown``, ``cat``
     of an export), where an escape from a model could rewrite the screen or the clipboard.
     """
+    if _ANY_CONTROL.search(text) is None:
+        return text
     if "\r" in text:
         text = text.replace("\r\n", "\n").replace("\r", "\n")
     return _CONTROLS.sub("", text)
@@ -104,7 +107,7 @@ def safe_markdown(text: str, *, layout_tags: bool = False) -> str:
             code = re.sub(f"^ {{1,{indent}}}", "", code, flags=re.MULTILINE)
         if pos < line.start():
             out.append(_prose(text[pos : line.start()], layout_tags))
-        info = _INFO.sub("", rest).strip()
+        info = _INFO.sub("", rest).strip() if rest.strip() else ""
         out.append(_fenced(out, info, code, close.group(4) if close is not None else ""))
         pos = after
         line = _FENCE_LINE.search(text, pos) if pos < len(text) else None
@@ -183,21 +186,15 @@ def _plain(text: str, layout_tags: bool) -> str:
             text = re.sub("<", lambda m: "<" if _LAYOUT_TAG.match(text, m.start()) else "&lt;", text)
         else:
             text = text.replace("<", "&lt;")
-    if "![" in text:
-        text = _IMAGE.sub(r"\1\\![", text)
+    if "![" in text:  # (a literal replace when no backslash comes before one: the common, fast case)
+        text = _IMAGE.sub(r"\1\\![", text) if "\\![" in text else text.replace("![", "\\![")
     if "]:" in text:
         text = _REFERENCE.sub(_reference, text)
     if "](" in text:
-        text = _LINK_TARGET.sub(_link_target, text)
+        text = _LINK_TARGET.sub("]\\\\", text)  # an escaped parenthesis: the renderer shows the text, no link
     if "``" in text or "~~~" in text:  # a line that could open or close a fence in some renderer's reading
         text = _FENCE_LIKE.sub(r"\1\\", text)
     return text
-
-
-def _link_target(match: re.Match[str]) -> str:
-    if _SAFE_TARGET.match(match.string, match.end()):
-        return match.group(0)
-    return "]\\(" + match.group(0)[2:]  # an escaped parenthesis: the renderer shows the text, no link
 
 
 def _reference(match: re.Match[str]) -> str:
