@@ -80,12 +80,17 @@ class AgentHarness(Generic[DataT]):
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.policy = policy if policy is not None else RunPolicy()
         limit = self.policy.tool_result_limit
+        default: ToolResultLimit | None = None
         if limit is not None and not any(isinstance(m, ToolResultLimit) for m in middleware):
             # no tool result goes into the transcript whole (a 10 MB MCP result): cut at arrival, raw kept
             default = ToolResultLimit(limit)
             middleware = [*middleware, default]
             self.tools.add_provider(default.on_demand_reader())
-        self.middleware = MiddlewareStack(middleware, wrap=trace_hook if self.policy.middleware_events else None)
+
+        def traced(mw: Middleware, hook: str) -> Middleware:
+            return mw if mw is default else trace_hook(mw, hook)  # the built-in default is not the user's
+
+        self.middleware = MiddlewareStack(middleware, wrap=traced if self.policy.middleware_events else None)
         self.system_prompt = system_prompt
         self.name = name or self.model.model_name
         fallback = self.policy.fallback
