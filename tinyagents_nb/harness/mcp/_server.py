@@ -383,8 +383,8 @@ class MCPServer:
         # that needed no change keeps it, the others get a suffix from their own name's hash.
         taken: set[str] = set()
         named: dict[int, str] = {}
-        exact = [i for i, item in enumerate(listed) if local_name(self.name, item.name) == f"{self.name}_{item.name}"]
-        for index in [*exact, *(i for i in range(len(listed)) if i not in set(exact))]:
+        exact = {i for i, item in enumerate(listed) if local_name(self.name, item.name) == f"{self.name}_{item.name}"}
+        for index in sorted(range(len(listed)), key=lambda i: i not in exact):  # unchanged names first
             name = unique_name(local_name(self.name, listed[index].name), listed[index].name, taken)
             taken.add(name)
             named[index] = name
