@@ -131,9 +131,12 @@ def _fenced(before: list[str], info: str, code: str, ending: str) -> str:
 
 def _prose(text: str, layout_tags: bool) -> str:
     """Neutralise everything outside code spans (found in one pass, see ``_code_spans``)."""
+    spans = _code_spans(text)
+    if not spans:
+        return _plain(text, layout_tags)
     parts: list[str] = []
     last = 0
-    for start, content_start, content_end, end in _code_spans(text):
+    for start, content_start, content_end, end in spans:
         parts.append(_plain(text[last:start], layout_tags))
         parts.append(_code(text[content_start:content_end]))
         last = end
@@ -147,9 +150,11 @@ def _code_spans(text: str) -> list[tuple[int, int, int, int]]:
     Each run length keeps a cursor into its runs' positions, so the whole search is linear (a regex
     looking ahead from every opener is quadratic on runs of distinct lengths).
     """
-    if "`" not in text:
+    if text.count("`") < 2:
         return []
     runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
+    if len(runs) < 2:
+        return []
     by_length: dict[int, list[int]] = {}
     for index, (start, end) in enumerate(runs):
         by_length.setdefault(end - start, []).append(index)
