@@ -62,6 +62,10 @@ async def test_kernel_a_50_mb_print_and_an_endless_loop_stay_bounded_in_this_pro
         output, peak = await _run(env, "while True:\n    print('z' * 1000)", timeout_s=2.0)
         assert len(output) < _BOUND
         assert peak < 30_000_000, f"peak {peak:,} bytes in the notebook process"
+        output, peak = await _run(env, "'v' * 20_000_000")  # a last expression's value
+        assert len(output) < _BOUND
+        assert "more characters of this value were not kept" in output
+        assert peak < 30_000_000, f"peak {peak:,} bytes in the notebook process"
         output, _ = await _run(env, "print('small again')")
         assert output == "small again\n"  # the cap is per block
     finally:

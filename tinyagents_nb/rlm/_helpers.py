@@ -172,6 +172,17 @@ def cap_output(shell: Any, head: int, tail: int) -> None:
         for stream in capped:
             stream.finish()
 
+    hook = shell.displayhook  # a last expression's value: only its text is read, cut to the head
+    write = getattr(hook, "_tinyagents_write", None) or hook.write_format_data
+
+    def write_format_data(format_dict: dict[str, Any], md_dict: Any = None) -> None:
+        text = format_dict.get("text/plain")
+        if isinstance(text, str) and len(text) > head:
+            text = text[:head] + f"\n[… {len(text) - head:,} more characters of this value were not kept]"
+        write({"text/plain": text} if text is not None else {}, md_dict)
+
+    hook._tinyagents_write = write
+    hook.write_format_data = write_format_data
     for event, callback in getattr(shell, "_tinyagents_cap_hooks", ()):
         try:
             shell.events.unregister(event, callback)
