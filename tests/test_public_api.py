@@ -343,6 +343,8 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "AgentEvent",
         "ApprovalDecided",
         "ApprovalRequested",
+        "BudgetReconciled",
+        "BudgetReserved",
         "CacheHit",
         "CacheLayoutEvent",
         "CacheMiss",
