@@ -280,6 +280,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
         "event_detail",
         "event_from_dict",
         "events_to_dataframe",
+        "looks_like_credential",
         "secrets_from_env",
     ],
     "providers": [

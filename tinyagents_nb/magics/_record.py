@@ -4,7 +4,10 @@ The live dashboard is a widget, and widget views need their kernel: a reopened n
 export or GitHub shows "model not found" or nothing. So when a run ends, its dashboard's output is
 replaced by this record: the run's own part of the transcript (assistant text, tool calls and their
 results, a failure or stop), then the one-line summary, as ``text/markdown`` with a ``text/plain``
-twin; its untrusted parts go through ``safe_markdown`` (raw HTML and script links from a model never run).
+twin; its untrusted parts go through ``safe_markdown`` (raw HTML and script links from a model never run),
+and so does the joined document, once, as a whole: a renderer reads the record as one document (a
+reply's unclosed fence would otherwise run on into the next piece), so that pass is what decides.
+Terminal control sequences (OSC 52 clipboard writes, BEL, colours) are removed from both twins.
 Both are deterministic for a given run (no ids, no timings) so nbval can compare them.
 """
 
@@ -17,7 +20,7 @@ from typing import Final
 
 from tinyagents_nb.harness import AssistantMessage, Message, ToolMessage, UserMessage
 from tinyagents_nb.rlm import REPL_TOOL, reply_parts
-from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown
+from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown, strip_controls
 
 from ._display import error_line, summary_line
 from ._handle import NotebookRun
@@ -197,7 +200,9 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     model = run.model.replace("`", "").replace("<", "")
     markdown = [f"**{title}** · `{model}`", *(md for md, _ in pieces), f"`{summary}`"]
     plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
-    return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
+    # One pass over the document as the renderer will read it; the package's own layout tags stay.
+    document = safe_markdown("\n\n".join(markdown), layout_tags=True)
+    return {"text/markdown": document, "text/plain": strip_controls("\n".join(plain))}
 
 
 def live_text(run: NotebookRun) -> str:

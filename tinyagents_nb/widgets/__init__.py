@@ -24,6 +24,7 @@ from ._runlog import (
 )
 from ._safe_markdown import (
     safe_markdown as safe_markdown,
+    strip_controls as strip_controls,
 )
 
 __all__ = [
@@ -34,4 +35,5 @@ __all__ = [
     "RunLog",
     "render_markdown",
     "safe_markdown",
+    "strip_controls",
 ]
