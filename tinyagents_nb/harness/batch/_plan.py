@@ -46,7 +46,7 @@ def row_harness(
     if harness is None:
         if model is None:
             raise ConfigurationError("agent_map needs a model or a harness", hint="model='openai:gpt-4o-mini'")
-        chosen = AgentHarness(model=model, tools=tools, output_type=_spec(output), name="agent_map")
+        chosen: AgentHarness[Any] = AgentHarness(model=model, tools=tools, output_type=_spec(output), name="agent_map")
         if wrap_model is None:
             return chosen
         return _derive(chosen, model=wrap_model(chosen.model))
@@ -70,7 +70,9 @@ def _spec(output: object) -> OutputSpec | None:
     return OutputSpec.of(output)
 
 
-def _derive(harness: AgentHarness[Any], *, model: ChatModel, output: OutputSpec | None | object = ...) -> AgentHarness[Any]:
+def _derive(
+    harness: AgentHarness[Any], *, model: ChatModel, output: OutputSpec | object | None = ...
+) -> AgentHarness[Any]:
     return AgentHarness(
         model=model,
         tools=harness.tools,
@@ -211,7 +213,8 @@ def make_plan(
     executor: str,
 ) -> MapPlan:
     """Validate and resolve everything; restore finished rows from the checkpoint."""
-    if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+    checked: object = concurrency
+    if isinstance(checked, bool) or not isinstance(checked, int) or concurrency < 1:
         raise ConfigurationError(f"concurrency must be an int >= 1, got {concurrency!r}")
     rows = read_rows(data)
     prompts = render_prompts(rows, prompt)
@@ -220,7 +223,9 @@ def make_plan(
     if store is not None and not isinstance(store, MapCheckpoint):
         raise ConfigurationError(f"checkpoint must be a path or a MapCheckpoint, got {type(store).__name__}")
     spec = harness.output
-    columns = output_columns(None if spec is None else (spec.output_type if spec.output_type is not None else spec.schema))
+    columns = output_columns(
+        None if spec is None else (spec.output_type if spec.output_type is not None else spec.schema)
+    )
     keys = [row_key(label) for label in rows.labels]
     digests = [prompt_digest(text) for text in prompts]
     outcomes = [RowOutcome() for _ in keys]
@@ -297,4 +302,3 @@ def _root(context: RunContext[Any] | None, map_key: str, cancellation: Any) -> R
     root.usage.register_run(root.run_id, None)
     root.costs.register_run(root.run_id, None)
     return root
-

@@ -180,7 +180,7 @@ def build_frame(rows: MapRows, outcomes: Sequence[RowOutcome], columns: tuple[st
             slot.append(cell)
     outputs = pd.DataFrame(dict(zip(columns, values, strict=True)), index=pd.RangeIndex(len(outcomes)))
     if len(outcomes):  # nullable dtypes: a failed row's missing int keeps the column int (Int64), not float
-        outputs = outputs.convert_dtypes(convert_string=False)
+        outputs = outputs.convert_dtypes()
     added: dict[str, Any] = {name: outputs[name].array for name in columns}
     added["status"] = pd.Categorical([o.status for o in outcomes], categories=["done", "failed", "pending"])
     added["error"] = [o.error for o in outcomes]
@@ -189,7 +189,9 @@ def build_frame(rows: MapRows, outcomes: Sequence[RowOutcome], columns: tuple[st
     if rows.frame is not None:
         base = rows.frame.drop(columns=[c for c in added if c in rows.frame.columns])
         extra = pd.DataFrame(added, index=rows.frame.index)
-        return pd.concat([base, extra], axis=1)
+        combined: pd.DataFrame = pd.concat([base, extra], axis=1)
+        return combined
     base = pd.DataFrame.from_records(rows.records, index=pd.RangeIndex(len(rows.records)))
     base = base.drop(columns=[c for c in added if c in base.columns])
-    return pd.concat([base, pd.DataFrame(added, index=base.index)], axis=1)
+    result: pd.DataFrame = pd.concat([base, pd.DataFrame(added, index=base.index)], axis=1)
+    return result
