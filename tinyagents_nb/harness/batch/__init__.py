@@ -9,7 +9,14 @@ between the rows, and ``MapProgress`` is what a dashboard watches. pandas is imp
 
 from __future__ import annotations
 
+from ._batch_api import JobStatus as JobStatus
+from ._batch_jobs import (
+    batch_job_status as batch_job_status,
+    batch_jobs as batch_jobs,
+    cancel_batch_job as cancel_batch_job,
+)
 from ._checkpoint import MapCheckpoint as MapCheckpoint
+from ._jobs import BatchJobRecord as BatchJobRecord
 from ._map import (
     Executor as Executor,
     agent_map as agent_map,
@@ -27,7 +34,9 @@ from ._rows import (
 )
 
 __all__ = [
+    "BatchJobRecord",
     "Executor",
+    "JobStatus",
     "MapCheckpoint",
     "MapProgress",
     "MapSnapshot",
@@ -37,4 +46,7 @@ __all__ = [
     "RowStatus",
     "agent_map",
     "agent_map_async",
+    "batch_job_status",
+    "batch_jobs",
+    "cancel_batch_job",
 ]

@@ -138,14 +138,11 @@ async def _execute(plan: MapPlan, executor: str, options: dict[str, Any]) -> Non
         from ._batch_exec import run_batch
 
         await run_batch(plan, **options)
-    elif executor == "ray":
-        from ._ray import run_ray
-
-        await run_ray(plan, **options)
     else:
-        from ._dask import run_dask
-
-        await run_dask(plan, **options)
+        raise ConfigurationError(
+            f"the {executor!r} executor is not available in this version",
+            hint="use executor='local' (one machine) or 'batch' (a provider Batch API)",
+        )
 
 
 def _finish(plan: MapPlan) -> None:
