@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +12,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from tests.magics.conftest import run_error, run_ok
-from tinyagents_nb.harness import ModelProfile
+from tinyagents_nb.harness import CancellationToken, ModelProfile
+from tinyagents_nb.harness.batch import agent_map
+from tinyagents_nb.harness.providers import OpenAIChatModel
 from tinyagents_nb.harness.testkit import FunctionModel
 from tinyagents_nb.magics import NotebookSession
 
@@ -81,3 +84,43 @@ def test_bad_map_cells_fail_with_a_usage_error(shell: InteractiveShell, mapped: 
     assert "must be a class" in str(error)
     error = run_error(shell, "%%agent --map reviews --executor spark --model fake\n{{text}}")
     assert "--executor" in str(error)
+
+
+def test_agent_batch_status_and_cancel(
+    shell: InteractiveShell, session: NotebookSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from tests.harness.batch.batch_server import BatchServer
+    from tests.harness.batch.test_batch_executor import openai_answer
+
+    server = BatchServer(openai_answer, polls_to_finish=1_000).start()
+    try:
+        session.reopen(str(tmp_path / "store.sqlite"))
+        model = OpenAIChatModel("gpt-4o-mini-2024-07-18", base_url=server.base_url, api_key="sk-test-magic")
+        session.register_model("batchy", model)
+        token = CancellationToken()
+        threading.Thread(target=lambda: (server.submitted.wait(), token.cancel("Stop")), daemon=True).start()
+        agent_map(
+            [{"t": f"#{i}"} for i in range(3)],
+            "{{t}}",
+            model=model,
+            executor="batch",
+            name="tickets",
+            checkpoint=session.store_path,
+            cancellation=token,
+            executor_options={"poll_s": 0.05, "window_s": 0.05},
+        )
+        table = shell.run_line_magic("agent", "batch status")
+        assert list(table["state"]) == ["submitted"]
+        job = table["job"][0]
+        capsys.readouterr()
+        shell.run_line_magic("agent", f"batch status {job} --model batchy")
+        assert f"batch job {job} (tickets): in_progress" in capsys.readouterr().out
+        shell.run_line_magic("agent", "batch resume --model batchy")
+        assert "still running at the provider: run the map cell again" in capsys.readouterr().out
+        shell.run_line_magic("agent", f"batch cancel {job} --model batchy")
+        assert "cancelling" in capsys.readouterr().out
+        assert list(shell.run_line_magic("agent", "batch status")["state"]) == ["cancelled"]
+        error = run_error(shell, "%agent batch cancel batch_nope --model batchy")
+        assert "no batch job" in str(error)
+    finally:
+        server.stop()
