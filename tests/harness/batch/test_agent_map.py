@@ -214,3 +214,15 @@ def test_checkpoint_file_is_sqlite_with_one_row_per_row(tmp_path: Path) -> None:
     agent_map([{"a": "x"}, {"a": "y"}], "{{a}}", model=FunctionModel(lambda r: "ok"), checkpoint=str(path))
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT COUNT(*), MIN(status) FROM agent_map_rows").fetchone() == (2, "done")
+
+
+def test_a_key_in_any_row_error_is_scrubbed_before_the_column_and_the_checkpoint(tmp_path: Path) -> None:
+    def leaky(request: object) -> str:  # a tool or SDK that puts the key in its message
+        raise RuntimeError(f"auth failed for Bearer {SECRET}")
+
+    path = tmp_path / "c.sqlite"
+    out = agent_map([{"a": "x"}], "{{a}}", model=FunctionModel(leaky), checkpoint=str(path))
+    assert out["status"][0] == "failed"
+    assert "auth failed" in out["error"][0]
+    assert SECRET not in out["error"][0]
+    assert SECRET.encode() not in b"".join(p.read_bytes() for p in tmp_path.iterdir())
