@@ -40,6 +40,7 @@ def test_stop_in_the_map_view_stops_a_waiting_map_cell(kernel: KernelHarness) ->
     assert result.status == "ok", result.error
     record = "\n".join(o.get("data", {}).get("text/plain", "") for o in result.outputs)
     assert "tickets: stopped" in record
+    assert all("application/vnd.jupyter.widget-view+json" not in o.get("data", {}) for o in result.outputs)
     pending = kernel.value("int((tickets_result['status'] == 'pending').sum())")
     done = kernel.value("int((tickets_result['status'] == 'done').sum())")
     assert pending > 0

@@ -31,7 +31,7 @@ from ._waiting import Delivery
 __all__ = ["MapCell", "finish_map", "is_map", "start_map", "wait_map_async", "wait_map_sync"]
 
 _POLL_S = 0.05
-display: Callable[..., None] = _display
+display: Callable[..., Any] = _display
 _EXECUTORS = ("local", "batch", "ray", "dask")
 
 
@@ -45,6 +45,8 @@ class MapCell:
     progress: MapProgress
     into: str
     checkpoint: MapCheckpoint | None
+    handle: Any = None
+    """The view's display handle: the static record replaces the live view in the saved notebook."""
 
 
 def is_map(line: str) -> bool:
@@ -107,11 +109,14 @@ def start_map(session: NotebookSession, shell: Any, args: argparse.Namespace, ce
         progress=progress,
     )
     view = MapView(progress, on_stop=lambda: _stop(token)) if widgets else None
+    handle = None
     if view is not None:
-        display(view)
+        handle = display(view, display_id=True)
         view.start()
     future = session.loop.submit(coro)
-    return MapCell(future=future, token=token, view=view, progress=progress, into=into, checkpoint=checkpoint)
+    return MapCell(
+        future=future, token=token, view=view, progress=progress, into=into, checkpoint=checkpoint, handle=handle
+    )
 
 
 def _stop(token: CancellationToken) -> None:
@@ -176,5 +181,9 @@ def finish_map(cell: MapCell, shell: Any) -> Any:
     snap = cell.progress.snapshot()
     if snap.skipped:
         print(f"skipped {snap.skipped:,} rows already done (from the checkpoint)")
-    display(map_record(snap, into=cell.into), raw=True)
+    record = map_record(snap, into=cell.into)
+    if cell.handle is not None:
+        cell.handle.update(record, raw=True)  # the live view gives way to the record that stays in the file
+    else:
+        display(record, raw=True)
     return None
