@@ -138,6 +138,10 @@ async def _execute(plan: MapPlan, executor: str, options: dict[str, Any]) -> Non
         from ._batch_exec import run_batch
 
         await run_batch(plan, **options)
+    elif executor == "dask":
+        from ._dask import run_dask
+
+        await run_dask(plan, **options)
     else:
         raise ConfigurationError(
             f"the {executor!r} executor is not available in this version",
