@@ -15,7 +15,19 @@ import time
 
 from benchmarks._common import describe_machine, package_version
 
-BENCHMARKS = ("overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "map", "notebook", "browser")
+BENCHMARKS = (
+    "overhead",
+    "cancel",
+    "stream",
+    "context",
+    "memory",
+    "adapters",
+    "mcp",
+    "rlm",
+    "map",
+    "notebook",
+    "browser",
+)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -28,9 +28,7 @@ _BODY = json.dumps(
     }
 ).encode()
 _HEAD = (
-    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
-    + str(len(_BODY)).encode()
-    + b"\r\n\r\n"
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + str(len(_BODY)).encode() + b"\r\n\r\n"
 )
 
 

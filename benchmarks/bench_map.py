@@ -12,6 +12,7 @@ Run alone: ``python -m benchmarks.bench_map [--quick]``.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -70,14 +71,33 @@ def instant(n: int) -> None:
     line(f"(c) peak RSS growth {grown:,.1f} MiB for {n:,} rows -> ~{grown * 100_000 / n:,.0f} MiB per 100,000 rows")
 
 
-def served(n: int, concurrency: int) -> None:
+def served(n: int, concurrency: int, *, dask_workers: int = 0) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks._map_server", str(DELAY_S)], stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None
         port = int(proc.stdout.readline())
-        model = OpenAIChatModel("gpt-4o-mini-2024-07-18", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-bench")
+        factory = functools.partial(
+            OpenAIChatModel, "gpt-4o-mini-2024-07-18", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-bench"
+        )
+        model = factory()
+        if dask_workers:
+            options = {"model_factory": factory, "workers": dask_workers, "partition_rows": max(n // 8, 1)}
+            out, wall, cpu = _timed(
+                lambda: agent_map(
+                    _rows(n),
+                    "Classify: {{review}}",
+                    model=model,
+                    output=Label,
+                    concurrency=concurrency,
+                    executor="dask",
+                    executor_options=options,
+                )
+            )
+            line(f"(d) dask, {dask_workers} worker processes (LocalCluster, started inside the timing), {n:,} rows")
+            line(f"    {n / wall:,.0f} rows/s; {int((out['status'] == 'done').sum()):,} done")
+            return
         agent_map(_rows(concurrency), "Classify: {{review}}", model=model, output=Label)  # warm up
         out, wall, cpu = _timed(
             lambda: agent_map(_rows(n), "Classify: {{review}}", model=model, output=Label, concurrency=concurrency)
@@ -95,7 +115,7 @@ def served(n: int, concurrency: int) -> None:
 
 
 def peers() -> None:
-    for package, what in (("lotus", "LOTUS sem_map (lotus-ai)"), ("ray", "Ray executor"), ("distributed", "Dask executor")):
+    for package, what in (("lotus", "LOTUS sem_map (lotus-ai)"), ("ray", "Ray executor")):
         try:
             __import__(package)
         except ImportError:
@@ -113,6 +133,12 @@ def main(argv: list[str] | None = None) -> None:
     line(f"load average {load:.1f} on {os.cpu_count()} cores (figures scale with what else runs)")
     instant(1_000 if args.quick else 10_000)
     served(300 if args.quick else 10_000, 64)
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        line("(d) dask: skipped, not installed (extra [dask])")
+    else:
+        served(300 if args.quick else 2_000, 64, dask_workers=2)
     peers()
 
 
