@@ -16,18 +16,9 @@ import time
 from benchmarks._common import describe_machine, package_version
 
 BENCHMARKS = (
-    "overhead",
-    "cancel",
-    "stream",
-    "context",
-    "memory",
-    "adapters",
-    "mcp",
-    "rlm",
-    "map",
-    "notebook",
-    "browser",
-)
+    "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "map", "notebook", "browser",
+    "otel",
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

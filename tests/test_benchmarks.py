@@ -23,7 +23,8 @@ SECTIONS = (
     "=== 6. Provider adapters: CPU per streamed token (parse only) ===",
     "=== 7. MCP servers ===",
     "=== 8. RLM: long contexts and sub-query fan-out ===",
-    "=== 10. Agents over data: agent_map rows per second ===",
+    "=== 10. OpenTelemetry tracing: model -> tool -> model, per run, on vs off ===",
+    "=== 11. Agents over data: agent_map rows per second ===",
     "=== browser: Stop click → cancelled record, first token → visible (JupyterLab, headless Chromium) ===",
 )
 

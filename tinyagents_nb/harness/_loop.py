@@ -71,6 +71,7 @@ class LoopHarness(Protocol):
     what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
     """
 
+    name: str
     model: ChatModel
     model_chain: tuple[ChatModel, ...]
     tools: ToolRegistry
@@ -163,6 +164,8 @@ class RunLoop:
             thread_id=ctx.config.thread_id,
             model=harness.model.model_name,
             input=preview(_last_user_text(self.messages)),
+            agent=harness.name,
+            provider=harness.model.provider,
         )
         try:
             final = await self._body()
@@ -307,7 +310,7 @@ class RunLoop:
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
             chosen = model is harness.model or first is not None
             self.serving = "fallback" if index else "configured" if chosen else "capabilities"
-            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
+            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name, provider=model.provider)
             started = self.clock.monotonic()
             key = None
             if cache is not None:
@@ -381,6 +384,8 @@ class RunLoop:
             finish_reason=response.finish_reason,
             duration_s=self.clock.monotonic() - started,
             cached=cached,
+            provider=response.provider,
+            response_id=response.response_id,
         )
         return response
 
