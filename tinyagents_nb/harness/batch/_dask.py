@@ -16,12 +16,15 @@ Point it at a real cluster with ``executor_options={"address": "tcp://scheduler:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import anyio
 
 from .._errors import ConfigurationError
 from .._model import ChatModel
-from ._plan import MapPlan
+from ._local import run_local
+from ._plan import MapPlan, make_plan, row_harness
 from ._rows import RowOutcome
 
 __all__ = ["run_dask"]
@@ -31,45 +34,36 @@ def _partition(
     model_factory: Callable[[], ChatModel], output: Any, prompts: list[str], concurrency: int
 ) -> list[tuple[str, Any, str | None, int, float | None]]:
     """Runs on a worker: the local executor over one partition; returns plain tuples (cheap to ship)."""
-    from tinyagents_nb.harness.batch import agent_map
-
-    frame = agent_map(
+    plan = make_plan(
         [{"prompt": text} for text in prompts],
-        lambda row: str(row["prompt"]),
-        model=model_factory(),
-        output=output,
+        _prompt_of,
+        harness=row_harness(model=model_factory(), output=output, tools=(), harness=None),
         concurrency=concurrency,
+        checkpoint=None,
+        limits=None,
+        name=None,
+        context=None,
+        cancellation=None,
+        progress=None,
+        retry_failed=False,
+        executor="local",
     )
-    columns = [c for c in frame.columns if c not in ("prompt", "status", "error", "tokens", "cost_usd")]
-    out: list[tuple[str, Any, str | None, int, float | None]] = []
-    for _, row in frame.iterrows():
-        if columns == ["answer"]:
-            value: Any = row["answer"]
-        else:
-            value = {c: (None if _missing(row[c]) else _plain(row[c])) for c in columns}
-        cost = row["cost_usd"]
-        out.append(
-            (
-                str(row["status"]),
-                value,
-                None if _missing(row["error"]) else str(row["error"]),
-                int(row["tokens"]),
-                None if _missing(cost) else float(cost),
-            )
-        )
-    return out
+
+    async def run() -> None:
+        try:
+            await run_local(plan)
+        finally:
+            for model in plan.harness.model_chain:  # its clients belong to this worker's loop
+                closer = getattr(model, "aclose", None)
+                if closer is not None:
+                    await closer()
+
+    anyio.run(run)
+    return [(o.status, o.output, o.error, o.tokens, o.cost_usd) for o in plan.outcomes]
 
 
-def _missing(value: Any) -> bool:
-    try:
-        return bool(value is None or value != value)  # None, NaN, pd.NA
-    except (TypeError, ValueError):
-        return False
-
-
-def _plain(value: Any) -> Any:
-    item = getattr(value, "item", None)
-    return item() if callable(item) else value
+def _prompt_of(row: Mapping[str, Any]) -> str:
+    return str(row["prompt"])
 
 
 async def run_dask(
