@@ -116,7 +116,14 @@ async def _drive(plan: MapPlan, client: Any, chunks: list[list[int]], factory: A
     running: dict[Any, list[int]] = {}
     progress = plan.progress
     while (pending or running) and not token.is_cancelled:
-        while pending and len(running) < workers * 2 and plan.stop_state is None and plan.admit():
+        # before any row has come back, the cost of a row is unknown: one partition probes it
+        while (
+            pending
+            and len(running) < workers * 2
+            and (plan.ran > 0 or not running)
+            and plan.stop_state is None
+            and plan.admit(len(pending[0]))
+        ):
             chunk = pending.pop(0)
             future = client.submit(
                 _partition, factory, output, [plan.prompts[p] for p in chunk], plan.concurrency, pure=False

@@ -128,7 +128,7 @@ class MapPlan:
     def stopping(self) -> bool:
         return self.stop_state is not None or self.root.cancellation.is_cancelled
 
-    def admit(self) -> bool:
+    def admit(self, rows: int = 1) -> bool:
         """Whether one more row may start without the map's budget being passed by what is in flight.
 
         Each row in flight is assumed to cost what finished rows cost on average; the harness's own
@@ -138,7 +138,7 @@ class MapPlan:
         ran = self.ran
         if ran == 0:
             return True
-        in_flight = progress.in_flight + 1
+        in_flight = progress.in_flight + rows
         cap = self.max_cost_usd
         if cap is not None and progress.cost_usd + in_flight * progress.cost_usd / ran > cap:
             self.stop("budget", f"the map's ${cap:g} budget would be passed by the next row")
