@@ -1,4 +1,4 @@
-"""Item 11: ``agent_map`` throughput, rows per second and CPU per row, local executor.
+"""Item 12: ``agent_map`` throughput, rows per second and CPU per row, local executor.
 
 (a) an instant in-process model (the harness's own throughput: one full run per row, structured
 output validated, concurrency 16); (b) a 127.0.0.1 model that answers after 20 ms, at concurrency
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
-    header("11. Agents over data: agent_map rows per second")
+    header("12. Agents over data: agent_map rows per second")
     load = os.getloadavg()[0]
     line(f"load average {load:.1f} on {os.cpu_count()} cores (figures scale with what else runs)")
     instant(1_000 if args.quick else 10_000)
