@@ -16,7 +16,8 @@ import time
 from benchmarks._common import describe_machine, package_version
 
 BENCHMARKS = (
-    "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "sanitise", "notebook", "browser",
+    "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "sanitise", "map", "notebook",
+    "browser",
     "otel", "budget",
 )  # fmt: skip
 

@@ -203,6 +203,23 @@ def test_a_name_that_left_the_front_is_public_in_its_namespace(name: str) -> Non
 
 
 FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
+    "batch": [
+        "BatchJobRecord",
+        "Executor",
+        "JobStatus",
+        "MapCheckpoint",
+        "MapProgress",
+        "MapSnapshot",
+        "MapState",
+        "Prompt",
+        "RateLimits",
+        "RowStatus",
+        "agent_map",
+        "agent_map_async",
+        "batch_job_status",
+        "batch_jobs",
+        "cancel_batch_job",
+    ],
     "memory": [
         "COMPACTED_TAG",
         "ChatHistory",

@@ -24,6 +24,7 @@ from tinyagents_nb.harness import AgentRun, Tool
 from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
+from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
 from ._handle import NotebookRun
@@ -293,6 +294,7 @@ COMMANDS: Mapping[str, Command] = {
     "tools": _tools,
     "journal": _journal,
     "mcp": mcp_command,
+    "batch": batch_command,
     "trace": trace_command,
     "reset": _reset,
     **APPROVAL_COMMANDS,

@@ -37,6 +37,7 @@ from traitlets import Bool, Enum, Float, Int, Unicode, observe
 from tinyagents_nb.harness import TinyAgentsError
 from tinyagents_nb.widgets import RunDashboard
 
+from . import _map_cell
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
 from ._handle import NotebookRun, RunMode
@@ -228,6 +229,14 @@ class AgentMagics(magic.Magics):
     )
     @_argument("--context", metavar="NAMES", help="with --rlm: comma-separated notebook variables to put in the REPL")
     @_argument("--sub-model", metavar="NAME", help="with --rlm: the model behind llm()/llm_batch() (default: --model)")
+    @_argument(
+        "--map", metavar="NAME", help="run the body, a {{column}} template, over every row of the DataFrame NAME"
+    )
+    @_argument("--into", metavar="VAR", help="with --map: bind the result frame to VAR (default: NAME_result)")
+    @_argument("--output", metavar="CLASS", help="with --map: a pydantic model whose fields become columns")
+    @_argument("--executor", metavar="E", help="with --map: local (default), batch, ray or dask")
+    @_argument("--concurrency", type=positive_int, metavar="N", help="with --map: rows in flight at once (16)")
+    @_argument("--budget", type=float, metavar="USD", help="with --map: stop before the map spends more than this")
     @_cell_magic("agent")
     def agent_cell(self, line: str, cell: str) -> None:
         """Run the cell body as a prompt for an agent, with a live dashboard.
@@ -239,6 +248,11 @@ class AgentMagics(magic.Magics):
         The run handle is bound to _agent (and to --name): await it, or call .cancel(), .pause(),
         .resume(), .steer(text) on it.
         """
+        if _map_cell.is_map(line):
+            mapped = self._start_map(line, cell)
+            _map_cell.wait_map_sync(mapped, delivery=sync_delivery(self.shell))
+            _map_cell.finish_map(mapped, self.shell)
+            return
         run, mode = self._launch(line, cell, delivery=sync_delivery(self.shell))
         if mode == "waiting":
             future = run.future
@@ -247,11 +261,20 @@ class AgentMagics(magic.Magics):
 
     async def agent_cell_async(self, line: str, cell: str) -> None:
         """``%%agent`` as an awaiting cell (ipykernel 7.x): the kernel handles clicks while it waits."""
+        if _map_cell.is_map(line):
+            mapped = self._start_map(line, cell)
+            await _map_cell.wait_map_async(mapped)
+            _map_cell.finish_map(mapped, self.shell)
+            return
         run, mode = self._launch(line, cell, delivery="async")
         if mode == "waiting":
             future = run.future
             assert future is not None
             await wait_async(run, future, say=_say)
+
+    def _start_map(self, line: str, cell: str) -> _map_cell.MapCell:
+        args = _parse(self.agent_cell, line)
+        return _map_cell.start_map(self.session, self.shell, args, cell, widgets=self.shell is not None)
 
     def waits(self, argv: list[str]) -> bool:
         """Whether a ``%%agent`` line (split) runs in waiting mode; ``False`` for a line that does not parse."""
