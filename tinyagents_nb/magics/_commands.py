@@ -28,6 +28,7 @@ from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
 from ._handle import NotebookRun
 from ._mcp import mcp_command
+from ._notebook import NOTEBOOK_COMMANDS
 from ._offline import OFFLINE_MODEL
 from ._session import NotebookSession
 from ._waiting import WaitOutcome, sync_delivery, wait_runs, wait_runs_async
@@ -294,6 +295,7 @@ COMMANDS: Mapping[str, Command] = {
     "mcp": mcp_command,
     "reset": _reset,
     **APPROVAL_COMMANDS,
+    **NOTEBOOK_COMMANDS,
 }
 
 

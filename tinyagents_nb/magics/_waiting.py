@@ -83,8 +83,17 @@ def _interrupted(run: NotebookRun, count: int, say: Callable[[str], None]) -> bo
     return True
 
 
-def wait_sync(run: NotebookRun, future: Future[AgentRun], *, delivery: Delivery, say: Callable[[str], None]) -> bool:
+def wait_sync(
+    run: NotebookRun,
+    future: Future[AgentRun],
+    *,
+    delivery: Delivery,
+    say: Callable[[str], None],
+    work: Callable[[], object] | None = None,
+) -> bool:
     """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
+
+    ``work`` is called at each poll, on this (the main) thread: the code the agent runs in the kernel.
 
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
@@ -93,8 +102,19 @@ def wait_sync(run: NotebookRun, future: Future[AgentRun], *, delivery: Delivery,
         from jupyter_ui_poll import ui_events
 
         with ui_events() as poll:
-            return _wait_loop(run, future, say, lambda: poll(10))
-    return _wait_loop(run, future, say, None)
+            return _wait_loop(run, future, say, _both(lambda: poll(10), work))
+    return _wait_loop(run, future, say, work)
+
+
+def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Callable[[], object]:
+    if work is None:
+        return pump
+
+    def both() -> None:
+        pump()
+        work()
+
+    return both
 
 
 def _wait_loop(
