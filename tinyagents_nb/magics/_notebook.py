@@ -69,7 +69,7 @@ def run_access(
     base = system or session.system_prompt
     if access is None or rlm or chosen == "off":
         return [], base
-    access_mode: AccessMode = chosen  # type: ignore[assignment,unused-ignore]
+    access_mode: AccessMode = chosen
     if not access.announced:
         access.announced = True
         print(access_line(access_mode, first=True))
