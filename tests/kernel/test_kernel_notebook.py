@@ -84,14 +84,23 @@ def test_reads_variables_a_large_frame_cells_and_the_last_error(nb: KernelHarnes
     assert cell.status == "ok", cell.error
     assert "notebook access: read" in cell.stdout  # the session's first run says what the agent sees
     listing, frame, cells, error, module = tool_results(nb, "rd1")
-    assert "- big: pandas.DataFrame, 10,000,000 \u00d7 8" in listing and "c: float64" in listing
-    assert "- script: function" in listing and "np:" not in listing and "get_session" not in listing
+    assert "- big: pandas.DataFrame, 10,000,000 \u00d7 8" in listing
+    assert "c: float64" in listing
+    assert "- script: function" in listing
+    assert "np:" not in listing
+    assert "get_session" not in listing
     assert len(frame) <= 4_000 + 200, len(frame)
-    assert "10,000,000 rows \u00d7 8 columns" in frame and "c: float64, 1,428,572 null" in frame
-    assert "head(5):" in frame and "describe() (over every 100th row" in frame
-    assert "print('rows:', len(big))" in cells and "rows: 10000000" in cells
-    assert "KeyError" in cells and "\x1b[" not in cells
-    assert "KeyError in cell" in error and "{'a': 1}['zzz']" in error and "\x1b[" not in error
+    assert "10,000,000 rows \u00d7 8 columns" in frame
+    assert "c: float64, 1,428,572 null" in frame
+    assert "head(5):" in frame
+    assert "describe() (over every 100th row" in frame
+    assert "print('rows:', len(big))" in cells
+    assert "rows: 10000000" in cells
+    assert "KeyError" in cells
+    assert "\x1b[" not in cells
+    assert "KeyError in cell" in error
+    assert "{'a': 1}['zzz']" in error
+    assert "\x1b[" not in error
     assert "no such user variable" in module
     assert elapsed < 15, f"the read run took {elapsed:.1f} s"
     assert all(text.startswith("<notebook-data") for text in (listing, frame, cells, error))
@@ -104,10 +113,12 @@ def test_run_code_defines_a_variable_the_next_cell_uses(nb: KernelHarness) -> No
     assert "RUNS CODE IN IT WITHOUT ASKING" in cell.stdout  # every auto run says so in its cell
     assert "hello from the agent" not in cell.stdout  # captured for the model, not printed in the cell
     (result,) = tool_results(nb, "rc1")
-    assert "hello from the agent\n42" in result and "status: ok" in result
+    assert "hello from the agent\n42" in result
+    assert "status: ok" in result
     assert nb.execute("print(made_by_agent * 2)").stdout.strip() == "82"
     record = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for o in cell.outputs)
-    assert "🔧 ran 3 lines" in record and "made_by_agent = 41" in record  # the record reads naturally
+    assert "🔧 ran 3 lines" in record
+    assert "made_by_agent = 41" in record
 
 
 def test_run_code_runs_on_the_main_thread_and_reports_errors(nb: KernelHarness) -> None:
@@ -115,7 +126,9 @@ def test_run_code_runs_on_the_main_thread_and_reports_errors(nb: KernelHarness) 
     script(nb, "mt", ("run_code", {"code": code}))
     assert nb.execute("%%agent --model mt --name mt1 --access auto\ncheck").status == "ok"
     (result,) = tool_results(nb, "mt1")
-    assert "True" in result and "NameError" in result and "status: NameError" in result
+    assert "True" in result
+    assert "NameError" in result
+    assert "status: NameError" in result
 
 
 def test_ask_mode_waits_for_approve_edit_and_deny_clicks(nb: KernelHarness) -> None:
@@ -203,13 +216,18 @@ def test_secrets_never_reach_the_model(nb: KernelHarness) -> None:
     assert nb.execute("%%agent --model sc --name sc1\nlook").status == "ok"
     texts = tool_results(nb, "sc1")
     joined = "\n".join(texts)
-    assert key not in joined and env_value not in joined
-    assert "[MASKED]" in texts[1] and "[MASKED]" in texts[2] and "[MASKED]" in texts[3] and "[MASKED]" in texts[4]
+    assert key not in joined
+    assert env_value not in joined
+    assert "[MASKED]" in texts[1]
+    assert "[MASKED]" in texts[2]
+    assert "[MASKED]" in texts[3]
+    assert "[MASKED]" in texts[4]
     nb.execute("%agent hide notes")
     script(nb, "hd", ("notebook_variables", {}), ("inspect_variable", {"name": "notes"}))
     assert nb.execute("%%agent --model hd --name hd1\nlook").status == "ok"
     listing, hidden = tool_results(nb, "hd1")
-    assert "- notes:" not in listing and "the person hid it" in hidden
+    assert "- notes:" not in listing
+    assert "the person hid it" in hidden
 
 
 def reply_of(kernel: KernelHarness, code: str, *, timeout: float = 60.0) -> dict[str, object]:
@@ -235,5 +253,7 @@ def test_propose_cell_and_agent_fix_send_a_new_cell_below(nb: KernelHarness) -> 
         {"source": "set_next_input", "text": "undefined_thing = 0\nundefined_thing + 1", "replace": False}
     ]
     prompt = nb.value("_agent.prompt")
-    assert "NameError" in prompt and "undefined_thing + 1" in prompt and "<notebook-data" in prompt
+    assert "NameError" in prompt
+    assert "undefined_thing + 1" in prompt
+    assert "<notebook-data" in prompt
     nb.execute("%agent model offline-demo")

@@ -93,7 +93,7 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
 
 def _notebook_call(phrase: str, name: str, arguments: object) -> tuple[str, str]:
     """A notebook tool call as a sentence; ``run_code`` shows its code under it."""
-    words = " ".join(_code(part) if i % 2 else _escape(part) for i, part in enumerate(phrase.split("`")))
+    words = "".join(_code(part) if i % 2 else _escape(part) for i, part in enumerate(phrase.split("`")))
     code = arguments.get("code") if isinstance(arguments, dict) and name == "run_code" else None
     if not isinstance(code, str):
         return f"🔧 {words}", phrase
@@ -107,7 +107,7 @@ def _proposed(run: NotebookRun) -> list[tuple[str, str]]:
     proposals = proposals_of(run.run_id)
     pieces: list[tuple[str, str]] = []
     for number, proposal in enumerate(proposals, 1):
-        where = "inserted below" if proposal.inserted else "copy it into a new cell"
+        where = "sent to the notebook as a new cell below" if proposal.inserted else "copy it into a new cell"
         title = f"proposed cell {number} of {len(proposals)} ({where})"
         note = f": {proposal.note.strip()}" if proposal.note.strip() else ""
         fence = _fence(proposal.code)

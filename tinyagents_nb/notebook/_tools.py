@@ -203,8 +203,12 @@ class _Tools:
             payload = {"source": "set_next_input", "text": code, "replace": False}
             shell.payload_manager.write_payload(payload, single=False)
         self.access.propose(str(ctx.config.root_run_id), Proposal(code=code, note=note, inserted=inserted))
-        _summary(report, "proposed a cell" + (" (inserted below)" if inserted else " (in the record)"))
-        where = "inserted below the agent's cell" if inserted else "listed in the run's record for the person to copy"
+        _summary(report, "proposed a cell" + (" (sent as a new cell below)" if inserted else " (in the record)"))
+        where = (
+            "sent to the notebook as a new cell below the agent's cell"
+            if inserted
+            else "listed in the run's record for the person to copy"
+        )
         return f"proposed a cell of {_lines(code)}: {where}; it has not run"
 
 
