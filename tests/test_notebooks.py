@@ -31,6 +31,7 @@ EXPECTED = [
     "06_observability",
     "07_mcp",
     "08_rlm",
+    "09_notebook_access",
 ]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 CHECK, IGNORE = "nbval-check-output", "nbval-ignore-output"

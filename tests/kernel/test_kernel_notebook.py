@@ -257,3 +257,12 @@ def test_propose_cell_and_agent_fix_send_a_new_cell_below(nb: KernelHarness) -> 
     assert "undefined_thing + 1" in prompt
     assert "<notebook-data" in prompt
     nb.execute("%agent model offline-demo")
+
+
+def test_a_background_run_code_completes_while_agent_wait_holds_the_kernel(nb: KernelHarness) -> None:
+    """``%agent wait`` (synchronous on ipykernel 6) must run the agent's code queued for the main thread."""
+    script(nb, "bg", ("run_code", {"code": "from_background = 'yes'"}))
+    assert nb.execute("%%agent --model bg --name bg1 --access auto --background\nrun").status == "ok"
+    waited = nb.execute("%agent wait", timeout=30)
+    assert waited.status == "ok"
+    assert nb.value("from_background") == "yes"

@@ -135,7 +135,9 @@ def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     """``%agent wait [RUN|all] [--timeout S]``: a notebook waits for its background runs before it goes on (or ends)."""
     runs, timeout_s = _wait_plan(session, args)
     if runs:
-        outcome = wait_runs(_futures(runs), timeout_s=timeout_s, delivery=sync_delivery(host.shell))
+        access = session.notebook  # the runs' run_code calls need this (the main) thread while it waits
+        work = access.runner.drain if access is not None else None
+        outcome = wait_runs(_futures(runs), timeout_s=timeout_s, delivery=sync_delivery(host.shell), work=work)
         _wait_report(runs, outcome, timeout_s)
 
 

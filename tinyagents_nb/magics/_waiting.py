@@ -136,8 +136,16 @@ def _wait_loop(
         return True
 
 
-def wait_runs(futures: Sequence[Future[AgentRun]], *, timeout_s: float | None, delivery: Delivery) -> WaitOutcome:
+def wait_runs(
+    futures: Sequence[Future[AgentRun]],
+    *,
+    timeout_s: float | None,
+    delivery: Delivery,
+    work: Callable[[], object] | None = None,
+) -> WaitOutcome:
     """Block until every future resolved (``%agent wait``), pumping the kernel when ``delivery == "pump"``.
+
+    ``work`` is called at each poll on this (the main) thread, as in ``wait_sync``.
 
     ■ stops the wait and leaves the runs going: unlike a waiting cell, this cell did not start them.
     """
@@ -160,8 +168,8 @@ def wait_runs(futures: Sequence[Future[AgentRun]], *, timeout_s: float | None, d
         from jupyter_ui_poll import ui_events
 
         with ui_events() as poll:
-            return waited(lambda: poll(10))
-    return waited(None)
+            return waited(_both(lambda: poll(10), work))
+    return waited(work)
 
 
 async def wait_async(run: NotebookRun, future: Future[AgentRun], *, say: Callable[[str], None]) -> bool:
