@@ -1560,27 +1560,39 @@ sales.shape
 """,
         check=True,
     ),
-    md("A scripted explorer: it lists the variables, inspects `sales`, then answers."),
+    md(
+        """
+The models. Offline, each is a scripted stand-in that calls the notebook tools in a fixed order; with
+`OPENAI_API_KEY` set, all three names are `gpt-4o-mini`, which chooses its own calls.
+"""
+    ),
     code(
         """
-from tinyagents_nb.harness import ToolCall
+import os
+
+from tinyagents_nb.harness import ToolCall, resolve_model
 from tinyagents_nb.harness.testkit import ScriptedModel
 from tinyagents_nb.magics import get_session
+
+USE_REAL_PROVIDER = bool(os.environ.get("OPENAI_API_KEY"))  # set to False to stay offline anyway
 
 
 def step(call_id, tool, **arguments):
     return ScriptedModel.tool_calls([ToolCall(id=call_id, name=tool, arguments=arguments)])
 
 
-get_session().register_model(
+def use(name, script):
+    model = resolve_model("openai:gpt-4o-mini") if USE_REAL_PROVIDER else ScriptedModel(script)
+    get_session().register_model(name, model)
+
+
+use(
     "explorer",
-    ScriptedModel(
-        [
-            step("e1", "notebook_variables"),
-            step("e2", "inspect_variable", name="sales"),
-            "`sales` has 10,000 rows: region, units, price and revenue, with no missing values.",
-        ]
-    ),
+    [
+        step("e1", "notebook_variables"),
+        step("e2", "inspect_variable", name="sales"),
+        "`sales` has 10,000 rows: region, units, price and revenue, with no missing values.",
+    ],
 )
 """
     ),
@@ -1609,19 +1621,17 @@ Notebook 7 it appears below; the record lists it too), with a short explanation.
     ),
     code(
         """
-get_session().register_model(
+use(
     "fixer",
-    ScriptedModel(
-        [
-            step(
-                "f1",
-                "propose_cell",
-                code='sales.groupby("region")["revenue"].sum().round(2)',
-                note="use the revenue column",
-            ),
-            "The column is called `revenue`; `revenu` does not exist, hence the KeyError.",
-        ]
-    ),
+    [
+        step(
+            "f1",
+            "propose_cell",
+            code='sales.groupby("region")["revenue"].sum().round(2)',
+            note="use the revenue column",
+        ),
+        "The column is called `revenue`; `revenu` does not exist, hence the KeyError.",
+    ],
 )
 """
     ),
@@ -1643,14 +1653,12 @@ kernel, on its main thread, in your namespace: what it defines is there for the 
     ),
     code(
         """
-get_session().register_model(
+use(
     "analyst",
-    ScriptedModel(
-        [
-            step("a1", "run_code", code='by_region = sales.groupby("region")["revenue"].sum().round(2)\\nby_region'),
-            "I stored revenue by region in `by_region`.",
-        ]
-    ),
+    [
+        step("a1", "run_code", code='by_region = sales.groupby("region")["revenue"].sum().round(2)\\nby_region'),
+        "I stored revenue by region in `by_region`.",
+    ],
 )
 """
     ),

@@ -314,9 +314,13 @@ class AgentMagics(magic.Magics):
         tools = None if args.tools is None else [t.strip() for t in args.tools.split(",") if t.strip()]
         key = self._cell_key(line, cell)
         session = self.session
-        notebook_tools, system = run_access(
+        notebook_tools, system, announcer = run_access(
             self, args.access, mode=mode, rlm=args.rlm is not None, system=args.system, propose=self._propose
         )
+        if tools is not None:  # --tools names exactly what the run gets: notebook tools only when listed
+            offered = {t.name for t in notebook_tools}
+            notebook_tools = [t for t in notebook_tools if t.name in tools]
+            tools = [n for n in tools if n not in offered] or ["none"]
         extra = {"extra_tools": notebook_tools} if notebook_tools else {}
         try:
             start = _starter(self, session, args)
@@ -335,6 +339,8 @@ class AgentMagics(magic.Magics):
             )
         except TinyAgentsError as exc:
             raise usage_error(exc) from None
+        if announcer is not None:
+            announcer.run = run
         for old in session.supersede(key):
             print(f"stopped the earlier run {old.label} of this cell before running it again")
         self._bind(run, args.name)

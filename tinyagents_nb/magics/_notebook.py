@@ -17,7 +17,6 @@ from IPython.core.error import UsageError
 from tinyagents_nb.harness import Tool
 from tinyagents_nb.notebook import (
     ACCESS_MODES,
-    GUIDANCE,
     AccessMode,
     NotebookAccess,
     Proposal,
@@ -32,7 +31,7 @@ from ._session import NotebookSession
 if TYPE_CHECKING:
     from ._handle import RunMode
 
-__all__ = ["NOTEBOOK_COMMANDS", "NotebookHost", "proposals_of", "run_access"]
+__all__ = ["NOTEBOOK_COMMANDS", "Announcer", "NotebookHost", "proposals_of", "run_access"]
 
 
 class NotebookHost(Protocol):
@@ -57,10 +56,34 @@ def _current_msg_id(shell: Any) -> str | None:
     return str(kernel.get_parent().get("header", {}).get("msg_id", "")) or None
 
 
+class Announcer:
+    """Says once per session, in the cell of the run whose agent first reads the notebook, what it can see.
+
+    Called by every notebook tool; ``run`` is set once the run exists (the tools are built before it).
+    A run whose model never calls a notebook tool prints nothing, so an agent that does not look says nothing.
+    """
+
+    def __init__(self, access: NotebookAccess, mode: str) -> None:
+        self._access = access
+        self._mode = mode
+        self.run: Any = None
+
+    def __call__(self) -> None:
+        if self._access.announced:
+            return
+        self._access.announced = True
+        line = access_line(self._mode, first=True)
+        view = getattr(self.run, "view", None)
+        if view is not None:
+            view.note(line)
+        else:
+            print(line)
+
+
 def run_access(
     host: NotebookHost, asked: str | None, *, mode: RunMode, rlm: bool, system: str | None, propose: bool = False
-) -> tuple[list[Tool], str | None]:
-    """A run's notebook tools and its system prompt; prints the one-line notice where one is due."""
+) -> tuple[list[Tool], str | None, Announcer | None]:
+    """A run's notebook tools, its system prompt and its announcer (set its ``run``); prints the auto-mode line."""
     session = host.session
     access = session.notebook
     chosen = asked or host.notebook_access
@@ -68,21 +91,23 @@ def run_access(
         raise UsageError(f"--access must be one of {', '.join(ACCESS_MODES)}, got {chosen!r}")
     base = system or session.system_prompt
     if access is None or rlm or chosen == "off":
-        return [], base
+        return [], base, None
     access_mode: AccessMode = chosen
-    if not access.announced:
+    announcer = Announcer(access, access_mode)
+    if access_mode == "auto":  # every auto run says so in its cell, so the saved notebook records it
         access.announced = True
         print(access_line(access_mode, first=True))
-    elif access_mode == "auto":
-        print(access_line(access_mode))
     tools = notebook_tools(
         access,
         access_mode,
         insert_cells=mode == "waiting",
         cell_msg_id=_current_msg_id(host.shell),
         propose=propose,
+        announce=announcer,
     )
-    return tools, "\n\n".join(part for part in (base, GUIDANCE) if part)
+    # The guidance rides in each result's fence (see ``quoted``), not the system prompt: a run that never
+    # looks at the notebook sends exactly what it sent before notebook access existed.
+    return tools, base, announcer
 
 
 def proposals_of(run_id: str) -> list[Proposal]:

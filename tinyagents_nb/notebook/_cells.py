@@ -40,7 +40,8 @@ def trim_traceback(text: str, *, lines: int = _TRACEBACK_LINES) -> str:
     kept = [line.rstrip() for line in strip_ansi(text).rstrip().splitlines()]
     kept = [line for line in kept if line.strip(" -")]  # IPython's rulers say nothing to a model
     if len(kept) > lines:
-        kept = [kept[0], f"… ({len(kept) - lines} lines trimmed)", *kept[-(lines - 1) :]]
+        tail = kept[-(lines - 2) :]  # the heading, a note, then the end (where the error is)
+        kept = [kept[0], f"… ({len(kept) - 1 - len(tail)} lines trimmed)", *tail]
     return "\n".join(kept)
 
 

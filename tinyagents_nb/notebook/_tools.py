@@ -10,6 +10,7 @@ dashboard shows as the call's row.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Final
 
 from tinyagents_nb.harness import RunContext, Tool, ToolReporter, tool
@@ -67,8 +68,16 @@ def _cell_text(entry: CellEntry, chars: int) -> str:
 class _Tools:
     """One run's notebook tools as bound methods (``tool`` reads their names, docstrings and parameters)."""
 
-    def __init__(self, access: NotebookAccess, *, insert_cells: bool, cell_msg_id: str | None) -> None:
+    def __init__(
+        self,
+        access: NotebookAccess,
+        *,
+        insert_cells: bool,
+        cell_msg_id: str | None,
+        announce: Callable[[], object] | None,
+    ) -> None:
         self.access = access
+        self.announce = announce or (lambda: None)
         self.shell = access.shell
         self.masker = access.masker
         self.insert_cells = insert_cells
@@ -80,6 +89,7 @@ class _Tools:
         return self.shell.user_ns, getattr(self.shell, "user_ns_hidden", {})
 
     def _out(self, text: str, source: str) -> str:
+        self.announce()
         return quoted(clip(self.masker.text(text), self.access.max_chars, "result"), source)
 
     def notebook_variables(self, report: ToolReporter) -> str:
@@ -219,6 +229,7 @@ def notebook_tools(
     insert_cells: bool,
     cell_msg_id: str | None = None,
     propose: bool = False,
+    announce: Callable[[], object] | None = None,
 ) -> list[Tool]:
     """The tools for one run in ``mode`` (none for ``off``).
 
@@ -229,10 +240,12 @@ def notebook_tools(
             executing, so the payload rides on its reply); otherwise the record offers the code.
         cell_msg_id: The request of the cell that started the run (left out of ``notebook_cells``).
         propose: Offer ``propose_cell`` (ungated) in ``read`` mode too: ``%agent fix`` asked for a cell.
+        announce: Called whenever a tool hands notebook content to the model (the session's first
+            time says so in the cell).
     """
     if mode == "off":
         return []
-    made = _Tools(access, insert_cells=insert_cells, cell_msg_id=cell_msg_id)
+    made = _Tools(access, insert_cells=insert_cells, cell_msg_id=cell_msg_id, announce=announce)
     tools: list[Tool] = [
         tool(made.notebook_variables),
         tool(made.inspect_variable),
