@@ -6,6 +6,7 @@ Screenshots go to ``artifacts/`` (``{frontend}-propose-cell.png``, ``{frontend}-
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -81,7 +82,7 @@ def test_propose_cell_and_agent_fix_put_a_new_cell_below(tmp_path: Path, fronten
             page.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.widgets.length === 7")
             sources = _sources(page)
             assert sources[3] == PROPOSED, sources
-            expect(cells.nth(3).locator(".jp-InputPrompt")).not_to_contain_text("[")  # proposed, never executed
+            expect(cells.nth(3).locator(".jp-InputPrompt")).to_have_text(re.compile(r"^\[ \]:$"))  # never executed
             page.screenshot(path=str(ARTIFACTS / f"{frontend}-propose-cell.png"), full_page=True)
 
             for index in (4, 5, 6):  # the error, the fixer model, then %agent fix (one below the other now)
@@ -92,6 +93,8 @@ def test_propose_cell_and_agent_fix_put_a_new_cell_below(tmp_path: Path, fronten
             page.wait_for_function("() => window.jupyterapp.shell.currentWidget.content.widgets.length === 8")
             sources = _sources(page)
             assert sources[7] == FIXED, sources
+            cells.nth(7).scroll_into_view_if_needed()
+            expect(cells.nth(7)).to_contain_text("undefined_thing = 0")
             page.screenshot(path=str(ARTIFACTS / f"{frontend}-agent-fix.png"), full_page=True)
         finally:
             browser.close()
