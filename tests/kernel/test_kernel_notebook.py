@@ -266,3 +266,19 @@ def test_a_background_run_code_completes_while_agent_wait_holds_the_kernel(nb: K
     waited = nb.execute("%agent wait", timeout=30)
     assert waited.status == "ok"
     assert nb.value("from_background") == "yes"
+
+
+def test_agent_explain_sends_that_cells_source_and_output(nb: KernelHarness) -> None:
+    shown = nb.execute("print('explain me: 12345')")
+    nb.execute("get_session().register_model('ex', ScriptedModel(['It prints a number.']))\n%agent model ex")
+    count = nb.value("[e.count for e in get_session().notebook.log.entries() if 'explain me' in e.source][0]")
+    cell = nb.execute(f"%agent explain {count}")
+    assert cell.status == "ok", cell.error
+    prompt = nb.value("_agent.prompt")
+    assert f"cell [{count}]" in prompt
+    assert "explain me: 12345" in prompt
+    assert "<notebook-data" in prompt
+    assert nb.execute("%agent explain 99999").status == "error"
+    access = nb.execute("%agent access")
+    assert "notebook access: read" in access.stdout
+    nb.execute("%agent model offline-demo")
