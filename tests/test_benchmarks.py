@@ -23,7 +23,7 @@ SECTIONS = (
     "=== 6. Provider adapters: CPU per streamed token (parse only) ===",
     "=== 7. MCP servers ===",
     "=== 8. RLM: long contexts and sub-query fan-out ===",
-    "=== 9. Notebook access: variables, a 10-million-row frame, run_code round trips ===",
+    "=== 10. Notebook access: variables, a 10-million-row frame, run_code round trips ===",
     "=== browser: Stop click → cancelled record, first token → visible (JupyterLab, headless Chromium) ===",
 )
 
