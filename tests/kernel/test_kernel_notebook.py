@@ -282,3 +282,12 @@ def test_agent_explain_sends_that_cells_source_and_output(nb: KernelHarness) -> 
     access = nb.execute("%agent access")
     assert "notebook access: read" in access.stdout
     nb.execute("%agent model offline-demo")
+
+
+def test_a_background_run_lists_its_proposals_in_the_record_instead_of_a_payload(nb: KernelHarness) -> None:
+    script(nb, "bp", ("propose_cell", {"code": "late = 1", "note": "later"}))
+    reply = reply_of(nb, "%%agent --model bp --name bp1 --access auto --background\npropose")
+    assert reply["payload"] == []  # the cell already ended: no later cell gets a stray insertion
+    nb.execute("%agent wait")
+    assert nb.value("[p.inserted for p in get_session().notebook.proposed(bp1.run_id)]") == [False]
+    assert nb.value("'late' in globals()") is False
