@@ -269,7 +269,7 @@ def test_a_background_run_code_completes_while_agent_wait_holds_the_kernel(nb: K
 
 
 def test_agent_explain_sends_that_cells_source_and_output(nb: KernelHarness) -> None:
-    shown = nb.execute("print('explain me: 12345')")
+    assert nb.execute("print('explain me: 12345')").status == "ok"
     nb.execute("get_session().register_model('ex', ScriptedModel(['It prints a number.']))\n%agent model ex")
     count = nb.value("[e.count for e in get_session().notebook.log.entries() if 'explain me' in e.source][0]")
     cell = nb.execute(f"%agent explain {count}")

@@ -152,3 +152,38 @@ def test_a_job_stopped_before_it_starts_never_runs() -> None:
     assert "not run" in result.output
     runner.drain()
     assert "never_defined" not in shell.user_ns
+
+
+def test_the_cell_log_passes_every_send_argument_on_and_records_outputs_by_request() -> None:
+    """ipykernel calls ``session.send(stream, type, content, parent, ident)`` by position (papermill's
+    kernel_info request broke on that once); the log must forward it untouched and file outputs by parent."""
+    from types import SimpleNamespace
+
+    from tinyagents_nb.notebook import CellLog
+
+    sent: list[tuple[object, ...]] = []
+
+    class Session:
+        def send(self, *args: object, **kwargs: object) -> str:
+            sent.append((*args, kwargs))
+            return "sent"
+
+    session = Session()
+    shell = InteractiveShell.instance()
+    shell.kernel = SimpleNamespace(session=session, get_parent=lambda: {"header": {"msg_id": "m1"}})
+    log = CellLog()
+    try:
+        log.install(shell)
+        log.pre_run_cell(SimpleNamespace(raw_cell="print('x')"))
+        parent = {"msg_id": "m1"}
+        assert session.send("s", "kernel_info_reply", {"a": 1}, parent, b"ident") == "sent"
+        assert sent[-1] == ("s", "kernel_info_reply", {"a": 1}, parent, b"ident", {})
+        session.send("s", {"msg_type": "stream", "content": {"name": "stdout", "text": "x\n"}, "parent_header": parent})
+        session.send("s", "error", {"ename": "E", "traceback": ["\x1b[31mE: boom\x1b[0m"]}, parent, ident=b"t")
+        (entry,) = log.entries()
+        assert entry.outputs == ["x\n"]
+        assert entry.error == "E: boom"
+    finally:
+        log.uninstall()
+        del shell.kernel
+    assert "send" not in vars(session)  # the instance attribute is gone: the class's method is back

@@ -1,37 +1,54 @@
 """Tool rows that read naturally (issue 25): a tool's summary ``tool.delta`` becomes its row's headline,
-and a code-running call shows its code as code."""
+a plain progress report does not, and a code-running call shows its code as code."""
 
 from __future__ import annotations
 
-from types import SimpleNamespace
+import pytest
 
-from tinyagents_nb.widgets._tools import ToolCallsPane, _row_html
+from tinyagents_nb.harness import AgentHarness, ToolCall, ToolReporter, tool
+from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.widgets import RunDashboard
 
+from .conftest import CommLog
 
-def test_a_summary_delta_becomes_the_headline_and_code_shows_as_code() -> None:
-    pane = ToolCallsPane(max_rows=10)
-    pane.started("r", "c1", "inspect_variable", {"name": "df"}, "")
-    pane.summarised("r", "c1", "looked at `df` (10,000 \u00d7 8) <b>")
-    pane.finished("r", "c1", output="…", is_error=False, duration_s=0.01)
-    html = _row_html(pane.rows[0])
-    assert "looked at <code>df</code> (10,000 \u00d7 8) &lt;b&gt;" in html  # escaped; `name` became code
-    assert "inspect_variable" in html  # still named, beside the sentence
-    pane.started("r", "c2", "run_code", {"code": "x = 1\nprint('<x>')"}, "")
-    html = _row_html(pane.rows[1])
-    assert '<code class="language-python">x = 1\nprint(&#x27;&lt;x&gt;&#x27;)</code>' in html
-    assert "arguments" not in html
-    pane.started("r", "c3", "other", {"a": 1}, "")
-    assert "<code>other</code>" in _row_html(pane.rows[2])  # no summary: the tool's name heads the row
+pytestmark = pytest.mark.anyio
 
 
-def test_the_router_passes_only_summary_deltas_to_the_pane() -> None:
-    from tinyagents_nb.widgets._router import EventRouter
+@tool
+def inspect_variable(name: str, report: ToolReporter) -> str:
+    """Look at a variable."""
+    report("half way")  # progress, not a summary: the row keeps the tool's name as its headline
+    report(f"looked at `{name}` (10,000 \u00d7 8) <b>", data={"summary": True})
+    return "a frame"
 
-    pane = ToolCallsPane(max_rows=10)
-    pane.started("r", "c1", "slow", {}, "")
-    router = EventRouter.__new__(EventRouter)
-    router._tools = pane  # type: ignore[attr-defined]
-    router._on_tool_delta(SimpleNamespace(run_id="r", call_id="c1", message="half way", data=None))
-    assert pane.rows[0].summary == ""
-    router._on_tool_delta(SimpleNamespace(run_id="r", call_id="c1", message="read 3 cells", data={"summary": True}))
-    assert pane.rows[0].summary == "read 3 cells"
+
+@tool
+def run_code(code: str) -> str:
+    """Run code."""
+    return "42"
+
+
+@tool
+def slow(n: int, report: ToolReporter) -> str:
+    """Report progress only."""
+    report("half way")
+    return "done"
+
+
+async def test_summary_rows_and_code_rows(comms: CommLog) -> None:
+    calls = [
+        ToolCall(id="a", name="inspect_variable", arguments={"name": "df"}),
+        ToolCall(id="b", name="run_code", arguments={"code": "x = 1\nprint('<x>')"}),
+        ToolCall(id="c", name="slow", arguments={"n": 1}),
+    ]
+    model = ScriptedModel([ScriptedModel.tool_calls(calls), "ok"])
+    harness = AgentHarness(model=model, tools=[inspect_variable, run_code, slow])
+    dash = RunDashboard(harness.invoke_streaming("go"))
+    await dash.wait_flushed()
+    first, second, third = (row.value for row in dash.tools.widget.children)
+    assert "looked at <code>df</code> (10,000 \u00d7 8) &lt;b&gt;" in first  # escaped; `name` became code
+    assert "inspect_variable" in first  # still named, beside the sentence
+    assert '<code class="language-python">x = 1\nprint(&#x27;&lt;x&gt;&#x27;)</code>' in second
+    assert "arguments" not in second
+    assert "<code>slow</code>" in third  # a progress report alone leaves the name as the headline
+    assert "half way" not in third

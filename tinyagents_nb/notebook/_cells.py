@@ -130,14 +130,17 @@ class CellLog:
             del self._session.send
         self._session = self._send = None
 
-    def _sending(self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, **kw: Any) -> Any:
+    def _sending(
+        self, stream: Any, msg_or_type: Any, content: Any = None, parent: Any = None, *args: Any, **kw: Any
+    ) -> Any:
+        """``Session.send`` with every argument passed on as given (callers pass ``ident`` by position too)."""
         send = self._send
         assert send is not None
         try:
             self._observe(msg_or_type, content, parent)
         except Exception:  # recording must never break what the frontend receives
             pass
-        return send(stream, msg_or_type, content, parent, **kw)
+        return send(stream, msg_or_type, content, parent, *args, **kw)
 
     def _observe(self, msg_or_type: Any, content: Any, parent: Any) -> None:
         if isinstance(msg_or_type, dict):
