@@ -97,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
-    header("10. Notebook access: variables, a 10-million-row frame, run_code round trips")
+    header("12. Notebook access: variables, a 10-million-row frame, run_code round trips")
     in_process(1_000_000 if args.quick else 10_000_000, 1 if args.quick else 3)
     k6 = Path(os.environ.get("TINYAGENTS_K6_PYTHON", REPO / ".venv-k6" / "bin" / "python"))
     both = [sys.executable, *([str(k6)] if k6.exists() else [])]

@@ -111,6 +111,18 @@ def sample_events() -> list[E.AgentEvent]:
             prompt_cache=False,
             **lineage(39),
         ),
+        E.BudgetReserved(call_id="c1", model="small", tokens=1200, usd=Decimal("0.0012"), **lineage(40)),
+        E.BudgetReconciled(
+            call_id="c1",
+            model="small",
+            outcome="cancelled",
+            reserved_tokens=1200,
+            reserved_usd=Decimal("0.0012"),
+            tokens=900,
+            usd=None,
+            estimated=True,
+            **lineage(41),
+        ),
     ]
     return events
 

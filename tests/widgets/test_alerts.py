@@ -75,11 +75,13 @@ async def test_a_budget_refusal_names_the_limit_and_says_why(comms: CommLog) -> 
     assert isinstance(dash.state.error, BudgetExceeded)
     header = dash.header.widget.value
     assert "⛔ limit reached: token budget of 100 (total_tokens)" in header
-    assert "90 tokens used by run" in header  # the error box says why
+    assert "this run and its sub-agents used 90 of 100 tokens" in header  # the error box says why
     _, _, (alert,) = dash.log_snapshot()
     assert alert.kind == "limit"
-    assert alert.why.startswith("90 tokens used by run")  # the run's error explains the event
-    assert alert.text().startswith("⛔ limit reached: token budget of 100 (total_tokens): 90 tokens used")
+    assert alert.why.startswith("this run and its sub-agents used 90 of 100 tokens")  # the error explains it
+    assert alert.text().startswith(
+        "⛔ limit reached: token budget of 100 (total_tokens): this run and its sub-agents used 90"
+    )
     assert any("⛔ limit reached: token budget of 100 (total_tokens)" in note for note in notes(dash))
 
 

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ._budget_check import bind_budgets, check_request_budget
+from ._budget_check import bind_budgets
 from ._cancel import RunCancelled
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
@@ -40,6 +40,7 @@ from ._events import (
 )
 from ._limits import LimitKind, LimitTracker, tighter
 from ._messages import AssistantMessage, Message, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta
+from ._metering import CallMeter
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
@@ -71,6 +72,7 @@ class LoopHarness(Protocol):
     what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
     """
 
+    name: str
     model: ChatModel
     model_chain: tuple[ChatModel, ...]
     tools: ToolRegistry
@@ -113,6 +115,7 @@ class RunLoop:
         self.serving: Any = "configured"  # why the current model serves the call (a ModelResolutionSource)
         self.started = self.clock.monotonic()
         self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
+        self.meter = CallMeter(ctx, lambda: harness.fitter.estimator, harness.fitter.request_tokens)
         self.tool_phase = ToolPhase(
             ctx,
             tools=harness.tools,
@@ -133,16 +136,18 @@ class RunLoop:
     async def run(self) -> AgentRun:
         """Run to the end; returns the ``AgentRun`` whatever the outcome (errors are in ``run.error``)."""
         ctx = self.ctx
-        saved = ctx.deadline, ctx.streaming, ctx.budgets, ctx.clock, ctx.ids
+        saved = ctx.deadline, ctx.streaming, ctx.budgets, ctx.clock, ctx.ids, ctx.count_model_call
         ctx.deadline, ctx.streaming = self.limits.deadline, self.streaming
         ctx.budgets = bind_budgets(ctx, self.harness.policy.limits)  # spending limits bind the subtree too
+        ctx.count_model_call = functools.partial(self._check_limit, self.limits.record_model_call)
         ctx.clock, ctx.ids = self.clock, self.ids  # event ts and child run ids
         max_depth = ctx.config.max_depth
         ctx.config = self._bound_config(ctx.config)
         try:
             return await self._drive()
         finally:
-            ctx.deadline, ctx.streaming, ctx.budgets, ctx.clock, ctx.ids = saved
+            self.meter.release()  # a hold still open (a middleware failed after the answer) is given back
+            ctx.deadline, ctx.streaming, ctx.budgets, ctx.clock, ctx.ids, ctx.count_model_call = saved
             if ctx.config.max_depth != max_depth:  # steering may have replaced the config meanwhile: keep that
                 ctx.config = replace(ctx.config, max_depth=max_depth)
 
@@ -162,7 +167,9 @@ class RunLoop:
             RunStarted,
             thread_id=ctx.config.thread_id,
             model=harness.model.model_name,
-            input=preview(_last_user_text(self.messages)),
+            input=preview(next((m.text for m in reversed(self.messages) if m.role == "user"), "")),
+            agent=harness.name,
+            provider=harness.model.provider,
         )
         try:
             final = await self._body()
@@ -235,9 +242,6 @@ class RunLoop:
                 return stop
             request = await harness.fitter.fit(ctx, request)
             await harness.middleware.before_send(ctx, request)
-            if ctx.budgets:  # refused here, the request is never sent
-                tokens = harness.fitter.request_tokens(request)
-                check_request_budget(ctx, harness.model, request, tokens, self.messages)
             call_id = str(self.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
@@ -307,20 +311,22 @@ class RunLoop:
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
             chosen = model is harness.model or first is not None
             self.serving = "fallback" if index else "configured" if chosen else "capabilities"
-            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
-            started = self.clock.monotonic()
-            key = None
+            key = hit = None
             if cache is not None:
                 key, hit = lookup_response(cache, request, model=f"{model.provider}:{model.model_name}")
-                if hit is not None and key is not None:
-                    ctx.emit(CacheHit, call_id=call_id, key=key)
-                    if self.streaming and hit.message.text:
-                        delta = TextDelta(text=hit.message.text)
-                        ctx.emit(ModelDelta, call_id=call_id, delta=delta, attempt=self.attempt + 1)
-                        harness.middleware.on_model_delta(ctx, delta)
-                    return await self._completed(hit, model, call_id, started, cached=True)
-                if key is not None:
-                    ctx.emit(CacheMiss, call_id=call_id, key=key)
+            if hit is None:  # checked by the model that will serve it; a cache hit is free; refused: never sent
+                self.meter.reserve(model, request, call_id, self.messages)
+            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name, provider=model.provider)
+            started = self.clock.monotonic()
+            if hit is not None and key is not None:
+                ctx.emit(CacheHit, call_id=call_id, key=key)
+                if self.streaming and hit.message.text:
+                    delta = TextDelta(text=hit.message.text)
+                    ctx.emit(ModelDelta, call_id=call_id, delta=delta, attempt=self.attempt + 1)
+                    harness.middleware.on_model_delta(ctx, delta)
+                return await self._completed(hit, model, call_id, started, cached=True)
+            if key is not None:
+                ctx.emit(CacheMiss, call_id=call_id, key=key)
             try:
                 response = await call_with_retry(
                     functools.partial(self._attempt, model, request, call_id),
@@ -369,10 +375,9 @@ class RunLoop:
         self.partial = None
         # record who actually served the call (model, provider, ResolvedModel)
         response = with_resolved(response, model, "cache" if cached else self.serving)
-        response = await self.harness.middleware.after_model(ctx, response)
-        if not cached and not response.usage.is_empty:
-            served = response.model or model.model_name
-            ctx.record_usage(response.usage, model=served, provider=response.provider, call_id=call_id)
+        response = await self.harness.middleware.after_model(ctx, response)  # raising: the run's end releases the hold
+        if not cached:
+            self.meter.completed(response, model, call_id)
         ctx.emit(
             ModelCompleted,
             call_id=call_id,
@@ -381,10 +386,20 @@ class RunLoop:
             finish_reason=response.finish_reason,
             duration_s=self.clock.monotonic() - started,
             cached=cached,
+            provider=response.provider,
+            response_id=response.response_id,
         )
         return response
 
     async def _attempt(self, model: ChatModel, request: ModelRequest, call_id: str) -> ModelResponse:
+        self.meter.reserve(model, request, call_id, self.messages)  # a retry reserves again
+        try:
+            return await self._send(model, request, call_id)
+        except BaseException as exc:  # billed or not, the hold is settled
+            self.meter.ended_early(exc, self.partial.response() if self.partial else None, model, call_id)
+            raise
+
+    async def _send(self, model: ChatModel, request: ModelRequest, call_id: str) -> ModelResponse:
         ctx, harness = self.ctx, self.harness
         self._check_limit(self.limits.check_deadline)
         self.attempt += 1
@@ -397,6 +412,7 @@ class RunLoop:
             if waited > 0:
                 ctx.emit(RateLimitWaited, call_id=call_id, waited_s=waited)
         with ctx.cancellation.scope(timeout_s=self.limits.remaining_s()):
+            self.meter.sent = True
             if not self.streaming:
                 return await model.invoke(request)
             acc = self.partial = StreamAccumulator(model=model.model_name, provider=model.provider)
@@ -478,10 +494,3 @@ class RunLoop:
         await self.harness.middleware.on_error(self.ctx, exc)
         self._close_status("failed", exc)
         return run
-
-
-def _last_user_text(messages: Sequence[Message]) -> str:
-    for message in reversed(messages):
-        if message.role == "user":
-            return message.text
-    return ""

@@ -142,6 +142,12 @@ class AgentMagics(magic.Magics):
         "Read when the session is created and at %agent reset.",
     ).tag(config=True)
 
+    otel_endpoint = Unicode(
+        "",
+        help="OTLP/HTTP collector (e.g. http://127.0.0.1:4318) that receives every run as OpenTelemetry GenAI "
+        "spans, like %agent trace otlp URL; empty exports nothing. Needs the [otel] extra.",
+    ).tag(config=True)
+
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         self._ready = False
         super().__init__(shell=shell, **kwargs)
@@ -159,6 +165,8 @@ class AgentMagics(magic.Magics):
             session.notebook = new_access(
                 shell, max_chars=self.notebook_max_chars, code_timeout_s=self.notebook_code_timeout
             )
+        if self.otel_endpoint:
+            session.tracing.start(self.otel_endpoint)
         self._ready = True
 
     @property
@@ -184,6 +192,16 @@ class AgentMagics(magic.Magics):
         access = self.session.notebook if self._ready else None
         if access is not None:
             access.max_chars, access.code_timeout_s = self.notebook_max_chars, self.notebook_code_timeout
+
+    @observe("otel_endpoint")
+    def _otel_endpoint_changed(self, change: Any) -> None:
+        if self._ready:
+            tracing = self.session.tracing
+            if self.otel_endpoint:
+                tracing.start(self.otel_endpoint)
+            else:
+                tracing.stop()
+            print(tracing.describe())
 
     @observe("store_path")
     def _store_path_changed(self, change: Any) -> None:

@@ -34,6 +34,7 @@ from .._messages import (
     UserMessage,
     stable_prefix_len,
 )
+from .._metering import invoke_metered
 from .._model import ChatModel, ModelRequest
 from .._profile import ModelProfile
 from .._tokens import TokenEstimator
@@ -367,10 +368,9 @@ class ModelSummarizer:
             max_output_tokens=self.max_output_tokens,
             thread_id=None if ctx is None else ctx.thread_id,
         )
-        response = await self.model.invoke(request)
+        # counted toward the run's model calls, checked and reserved on its budgets, usage recorded
+        response = await invoke_metered(ctx, self.model, request, messages=messages)
         model, provider = response.model or self.model.model_name, response.provider or self.model.provider
-        if ctx is not None:
-            ctx.record_usage(response.usage, model=model, provider=provider)
         text = response.message.text.strip()
         if not text:
             raise ProviderError("the summarizer model returned an empty summary", provider=provider, model=model)
