@@ -17,8 +17,7 @@ from benchmarks._common import describe_machine, package_version
 
 BENCHMARKS = (
     "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "sanitise", "map", "notebook",
-    "browser",
-    "otel", "budget",
+    "browser", "otel", "budget", "nbaccess",
 )  # fmt: skip
 
 
