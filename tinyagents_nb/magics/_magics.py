@@ -43,6 +43,7 @@ from ._handle import NotebookRun, RunMode
 from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless
 from ._interpolate import InterpolationError, interpolate
 from ._output import CellView
+from ._rerun import RerunWatch
 from ._rlm import rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
 from ._usage import positive_int, usage_message
@@ -133,6 +134,7 @@ class AgentMagics(magic.Magics):
         super().__init__(shell=shell, **kwargs)
         self._cell: tuple[str | None, str] = (None, "")
         self.relay = RecordRelay()
+        self.reruns = RerunWatch(lambda run: self.session.stopped_by_rerun(run))
         session = _replace_session(None)
         if session is None:
             session = NotebookSession(store_path=self.store_path or None)
@@ -225,7 +227,9 @@ class AgentMagics(magic.Magics):
         if mode == "waiting":
             future = run.future
             assert future is not None
-            wait_sync(run, future, delivery=sync_delivery(self.shell), say=_say)
+            with self.reruns.watching(self.shell, self._cell[0], run):
+                pumping = lambda: self.reruns.intercepting(self.shell)  # noqa: E731
+                wait_sync(run, future, delivery=sync_delivery(self.shell), say=_say, pumping=pumping)
 
     async def agent_cell_async(self, line: str, cell: str) -> None:
         """``%%agent`` as an awaiting cell (ipykernel 7.x): the kernel handles clicks while it waits."""
@@ -233,7 +237,8 @@ class AgentMagics(magic.Magics):
         if mode == "waiting":
             future = run.future
             assert future is not None
-            await wait_async(run, future, say=_say)
+            with self.reruns.watching(self.shell, self._cell[0], run):
+                await wait_async(run, future, say=_say)
 
     def waits(self, argv: list[str]) -> bool:
         """Whether a ``%%agent`` line (split) runs in waiting mode; ``False`` for a line that does not parse."""

@@ -21,6 +21,7 @@ from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown
 
 from ._display import error_line, summary_line
 from ._handle import NotebookRun
+from ._rerun import RERUN
 
 __all__ = ["live_text", "record_bundle"]
 
@@ -85,7 +86,9 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
         line = f"run failed: {error_line(run.crash)}"
         pieces.append((f"**{_escape(line)}**", line))
     if run.status == "cancelled":
-        pieces.append(("*— stopped here —*", "— stopped here —"))
+        reason = getattr(outcome.error, "reason", None) if outcome is not None else None
+        mark = f"— stopped: {RERUN} —" if reason == RERUN else "— stopped here —"
+        pieces.append((f"*{mark}*", mark))
     return pieces
 
 

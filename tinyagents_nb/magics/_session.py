@@ -49,6 +49,7 @@ from ._budget import session_budget, unattended_decision
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
+from ._rerun import RERUN
 from ._servers import SessionServers
 
 if TYPE_CHECKING:
@@ -118,6 +119,7 @@ class NotebookSession:
         )
         """The root context: every run is ``context.new_root(...)`` and shares its sink, store and ledgers."""
         self._runs: list[NotebookRun] = []
+        self._rerun_stopped: dict[str, list[NotebookRun]] = {}
         self._agent_names: dict[str, str] = {}
         events = self.context.events
         # token deltas are not journaled: a durable write per token would dominate a long stream,
@@ -351,11 +353,21 @@ class NotebookSession:
         return runs
 
     def supersede(self, cell_key: str) -> list[NotebookRun]:
-        """Cancel the active runs started by the same cell (it is being run again); returns them."""
+        """Cancel the active runs started by the same cell (it is being run again); returns them.
+
+        Also returns, once, the runs of that cell a re-run already stopped while their cell waited
+        (``stopped_by_rerun``): the new run is where that is said.
+        """
         old = [r for r in self.active_runs() if r.cell_key == cell_key]
         for run in old:
-            run.cancel("its cell was run again")
-        return old
+            run.cancel(RERUN)
+        earlier = self._rerun_stopped.pop(cell_key, [])
+        return [*earlier, *(r for r in old if r not in earlier)]
+
+    def stopped_by_rerun(self, run: NotebookRun) -> None:
+        """``run`` was stopped because its cell was run again (its cell was waiting for it)."""
+        if run.cell_key is not None:
+            self._rerun_stopped.setdefault(run.cell_key, []).append(run)
 
     # ------------------------------------------------------------------ reports
     def runs_frame(self) -> pd.DataFrame:

@@ -27,6 +27,7 @@ import time
 import tokenize
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, wait
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, Literal
 
 from IPython.core.inputtransformer2 import make_tokens_by_line
@@ -83,8 +84,19 @@ def _interrupted(run: NotebookRun, count: int, say: Callable[[str], None]) -> bo
     return True
 
 
-def wait_sync(run: NotebookRun, future: Future[AgentRun], *, delivery: Delivery, say: Callable[[str], None]) -> bool:
+def wait_sync(
+    run: NotebookRun,
+    future: Future[AgentRun],
+    *,
+    delivery: Delivery,
+    say: Callable[[str], None],
+    pumping: Callable[[], AbstractContextManager[object]] | None = None,
+) -> bool:
     """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
+
+    Args:
+        pumping: Entered while the kernel is pumped (after ``jupyter_ui_poll`` took over its
+            execute requests), e.g. to see a re-run of this cell arrive.
 
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
@@ -92,7 +104,7 @@ def wait_sync(run: NotebookRun, future: Future[AgentRun], *, delivery: Delivery,
     if delivery == "pump":
         from jupyter_ui_poll import ui_events
 
-        with ui_events() as poll:
+        with ui_events() as poll, (pumping or nullcontext)():
             return _wait_loop(run, future, say, lambda: poll(10))
     return _wait_loop(run, future, say, None)
 
