@@ -95,6 +95,10 @@ def wait_sync(
     """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
 
     Args:
+        run: The run the cell waits for (■ cancels it).
+        future: Resolves when the run ended and its record was shown.
+        delivery: How clicks reach this cell (see ``sync_delivery``).
+        say: Prints a line in the cell.
         pumping: Entered while the kernel is pumped (after ``jupyter_ui_poll`` took over its
             execute requests), e.g. to see a re-run of this cell arrive.
 
