@@ -238,4 +238,4 @@ def test_the_record_names_the_limit_that_refused_a_request(shell: InteractiveShe
     plain = record["text/plain"].splitlines()
     assert plain[1] == "⛔ limit reached: cost budget of $1 (cost_usd)"  # which limit; the next line says why
     assert plain[2].startswith("run failed: BudgetExceeded: limit exceeded: $1.000000 spent by every run")
-    assert "⛔ limit reached: cost budget of \\$1 (cost\\_usd)" in record["text/markdown"]  # escaped, not math
+    assert "⛔ limit reached: cost budget of `$1` (cost\\_usd)" in record["text/markdown"]  # code, never math

@@ -7,16 +7,20 @@ one varying field and always has the shape ``$0.000123`` or ``cost unknown`` for
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tinyagents_nb.harness import (
     AssistantMessage,
+    BudgetExceeded,
     ContextWindow,
     CostTotals,
     CostTracker,
+    LimitExceeded,
     Message,
+    RunTimeout,
     ToolMessage,
     ToolRegistry,
     Usage,
@@ -35,8 +39,10 @@ __all__ = [
     "cost_frame",
     "error_line",
     "history_frame",
+    "limit_hint",
     "models_frame",
     "runs_frame",
+    "short_ids",
     "summary_line",
     "tools_frame",
     "usd_text",
@@ -68,6 +74,30 @@ def error_line(exc: BaseException) -> str:
     hint = getattr(exc, "hint", None)
     message = " ".join(str(exc).split())
     return f"{type(exc).__name__}: {message}" + (f" ({hint})" if hint else "")
+
+
+_RUN_ID: Final = re.compile(r"\brun-[0-9a-f]{12}-[0-9a-f]{6}-[0-9a-f]{8}\b")
+
+
+def short_ids(text: str, runs: Sequence[NotebookRun]) -> str:
+    """``text`` with each full run id replaced by its run's name (``--name`` or the id's last 8 characters)."""
+    labels = {run.run_id: run.label for run in runs}
+    return _RUN_ID.sub(lambda m: labels.get(m.group(), m.group()[-8:]), text)
+
+
+def limit_hint(exc: BaseException) -> tuple[str, str, str] | None:
+    """How to change the notebook setting behind a limit that stopped a run: ``(lead, command, tail)``.
+
+    ``None`` when no notebook setting applies. The command is kept apart so Markdown can show it as code.
+    """
+    if isinstance(exc, BudgetExceeded) and exc.limit == "cost_usd":
+        setting = "session_max_cost_usd" if exc.anchor_run_id is None else "max_cost_usd"
+        return "raise the cap with", f"%config AgentMagics.{setting} = …", " (None: no cap)"
+    if isinstance(exc, RunTimeout):
+        return "give the run more time with", "%%agent --timeout S", ", or leave --timeout out"
+    if isinstance(exc, LimitExceeded) and exc.limit == "model_calls":
+        return "allow more with", "%config AgentMagics.max_model_calls = N", " (or %%agent --max-model-calls N)"
+    return None
 
 
 def summary_line(run: NotebookRun) -> str:

@@ -19,7 +19,7 @@ from tinyagents_nb.harness import AssistantMessage, Message, ToolMessage, UserMe
 from tinyagents_nb.rlm import REPL_TOOL, reply_parts
 from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown
 
-from ._display import error_line, summary_line
+from ._display import error_line, limit_hint, short_ids, summary_line
 from ._handle import NotebookRun
 from ._rerun import RERUN
 
@@ -30,6 +30,7 @@ _RESULT = 160
 _STEP_OUTPUT = 1_500  # per code step: enough to follow the run; the whole output is in the journal
 _TICKS: Final = re.compile(r"`+")
 _PUNCTUATION: Final = re.compile(r"([\\`*_\[\]{}!|~$#])")
+_DOLLARS: Final = re.compile(r"\$+[\w.,]*(?<![.,])")
 
 
 def _clip(text: str, width: int) -> str:
@@ -79,12 +80,14 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
     failed = run.status == "failed"
     for alert in alerts:  # a failed run's own error line below says why
         pieces.append(_line(f"⛔ {alert.what}" if failed and alert.run_id == root else alert.text()))
-    if outcome is not None and outcome.error is not None and outcome.status == "failed":
-        line = f"run failed: {error_line(outcome.error)}"
+    error = run.crash if outcome is None else outcome.error if outcome.status == "failed" else None
+    if error is not None:
+        line = short_ids(f"run failed: {error_line(error)}", [run])
         pieces.append((f"**{_escape(line)}**", line))
-    elif outcome is None and run.crash is not None:
-        line = f"run failed: {error_line(run.crash)}"
-        pieces.append((f"**{_escape(line)}**", line))
+        hint = limit_hint(error)
+        if hint is not None:
+            lead, command, tail = hint
+            pieces.append((f"{_escape(lead)} {_code(command)}{_escape(tail)}", f"{lead} {command}{tail}"))
     if run.status == "cancelled":
         reason = getattr(outcome.error, "reason", None) if outcome is not None else None
         mark = f"— stopped: {RERUN} —" if reason == RERUN else "— stopped here —"
@@ -124,7 +127,7 @@ def _messages(
             pieces.append((f"&nbsp;&nbsp;{mark} {_code(text)}", f"  {mark} {text}"))
         elif isinstance(message, UserMessage) and message.text.strip():  # steering sent during the run
             text = message.text.strip()
-            pieces.append((f"↪ *steered:* {safe_markdown(text)}", f"steered: {text}"))
+            pieces.append((f"↪ *steered:* {_escape(text)}", f"steered: {text}"))  # typed as plain text
     return pieces
 
 
@@ -175,7 +178,25 @@ def _rlm_answer(messages: Sequence[Message]) -> AssistantMessage | None:
 
 
 def _escape(text: str) -> str:
-    """Plain text as Markdown that renders as itself: no HTML, no emphasis or link syntax."""
+    r"""Plain text as Markdown that renders as itself: no HTML, no emphasis or link syntax, no math.
+
+    A backslash does not keep ``$`` from being typeset in JupyterLab (its renderer turns ``\\$`` into
+    a bare ``$`` before MathJax reads the page), so every ``$`` word (money, mostly) becomes a code
+    span: JupyterLab's math pass skips code spans and MathJax skips ``<code>``.
+    """
+    out: list[str] = []
+    start = 0
+    for match in _DOLLARS.finditer(text):
+        out.append(_escape_words(text[start : match.start()]))
+        if out[-1].endswith("\\"):  # a code span right after a backslash is not one to JupyterLab's math pass
+            out.append("&#8203;")
+        out.append(_code(match.group()))
+        start = match.end()
+    out.append(_escape_words(text[start:]))
+    return "".join(out)
+
+
+def _escape_words(text: str) -> str:
     return _PUNCTUATION.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
 
 
