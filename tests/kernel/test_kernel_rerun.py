@@ -38,6 +38,9 @@ def test_rerunning_a_waiting_cell_stops_its_run_and_the_new_run_says_so(ready: K
     assert first.pump(lambda c: "word5" in c.html()), "the first run never streamed"
     rerun_at = time.monotonic()
     second = LiveCell(ready, CELL, cell_id="cell-rerun")
+    # (on ipykernel 6 the pump publishes an early "idle" for this cell when it defers the re-run's
+    # request, so wait for the record itself, then for the cell's reply)
+    assert first.pump(lambda c: "cancelled" in c.markdown(), timeout=20), "the old run was never stopped"
     assert first.finish(timeout=20).status == "ok"
     stopped_in = time.monotonic() - rerun_at
     assert stopped_in < 5, f"the old run took {stopped_in:.1f} s to give way (it ran to its end?)"
@@ -63,6 +66,7 @@ def test_another_cell_queued_meanwhile_never_stops_the_waiting_run(ready: Kernel
     other = LiveCell(ready, "print('other cell ran')", cell_id="cell-b")  # Run All queues it
     assert not first.pump(lambda c: "cancelled" in c.html(), timeout=1.5)
     ready.interrupt()
+    assert first.pump(lambda c: "cancelled" in c.markdown(), timeout=20)
     assert first.finish(timeout=30).status == "ok"
     assert "stopped: the cell was run again" not in first.markdown()
     other.adopt(first)

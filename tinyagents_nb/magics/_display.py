@@ -112,9 +112,14 @@ def summary_line(run: NotebookRun) -> str:
     usage = outcome.usage
     cost = outcome.cost.total_usd if outcome.cost is not None else None
     calls, estimate = run.dashboard.interrupted() if run.dashboard is not None else (0, 0)
+    model_calls, tool_calls, code_steps = outcome.model_calls, outcome.tool_calls, 0
+    if run.dashboard is not None:  # the dashboard's counts: the whole tree, as its header said
+        details = run.dashboard.details()
+        model_calls, tool_calls, code_steps = details.model_calls, details.tool_calls, details.code_steps
     parts = [
-        _plural(outcome.model_calls, "model call") + (f" + {calls:,} interrupted" if calls else ""),
-        _plural(outcome.tool_calls, "tool call"),
+        _plural(model_calls, "model call") + (f" + {calls:,} interrupted" if calls else ""),
+        _plural(tool_calls, "tool call"),
+        *([_plural(code_steps, "code step")] if code_steps else []),
         f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)"
         + (f" + ~{estimate:,} streamed (estimate)" if estimate else ""),
         "cost unknown" if calls else usd_text(cost),  # a provider bills what streamed before the stop

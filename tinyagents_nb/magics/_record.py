@@ -21,6 +21,7 @@ from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown
 
 from ._display import error_line, limit_hint, short_ids, summary_line
 from ._handle import NotebookRun
+from ._record_details import details_blocks, undelivered_blocks
 from ._rerun import RERUN
 
 __all__ = ["live_text", "record_bundle"]
@@ -88,6 +89,9 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
         if hint is not None:
             lead, command, tail = hint
             pieces.append((f"{_escape(lead)} {_code(command)}{_escape(tail)}", f"{lead} {command}{tail}"))
+    details = run.dashboard.details() if run.dashboard is not None else None
+    if details is not None:
+        pieces += undelivered_blocks(details, _escape)
     if run.status == "cancelled":
         reason = getattr(outcome.error, "reason", None) if outcome is not None else None
         mark = f"— stopped: {RERUN} —" if reason == RERUN else "— stopped here —"
@@ -217,6 +221,10 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     title = f'agent run "{run.name}"' if run.name else "agent run"
     pieces = _blocks(run)
     summary = summary_line(run)
+    if run.dashboard is not None:
+        block = details_blocks(run.dashboard.details(), handle=run.name, escape=_escape, code=_code)
+        if block is not None:
+            pieces.append(block)
     # The pieces made their untrusted parts safe (_blocks); the model name is a registry key.
     model = run.model.replace("`", "").replace("<", "")
     markdown = [f"**{title}** · `{model}`", *(md for md, _ in pieces), f"`{summary}`"]

@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import signal
 import sys
+import threading
 import time
 import tokenize
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Literal
 
 from IPython.core.inputtransformer2 import make_tokens_by_line
@@ -105,12 +107,35 @@ def wait_sync(
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
     """
-    if delivery == "pump":
-        from jupyter_ui_poll import ui_events
+    with _interruptible():
+        if delivery == "pump":
+            from jupyter_ui_poll import ui_events
 
-        with ui_events() as poll, (pumping or nullcontext)():
-            return _wait_loop(run, future, say, lambda: poll(10))
-    return _wait_loop(run, future, say, None)
+            with ui_events() as poll, (pumping or nullcontext)():
+                return _wait_loop(run, future, say, lambda: poll(10))
+        return _wait_loop(run, future, say, None)
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """■ raises ``KeyboardInterrupt`` here even in a cell the kernel did not dispatch itself.
+
+    ``jupyter_ui_poll`` replays the execute requests it deferred (a re-run, Run All's next cells)
+    outside ipykernel's dispatch, which is what installs Python's SIGINT handler for a request;
+    without this, ■ in such a cell would reach only the idle-time handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_loop(

@@ -13,6 +13,9 @@ from __future__ import annotations
 from ._dashboard import (
     RunDashboard as RunDashboard,
 )
+from ._details import (
+    RunDetails as RunDetails,
+)
 from ._markdown import (
     render_markdown as render_markdown,
 )
@@ -31,6 +34,7 @@ __all__ = [
     "CodeStep",
     "Decision",
     "RunDashboard",
+    "RunDetails",
     "RunLog",
     "render_markdown",
     "safe_markdown",

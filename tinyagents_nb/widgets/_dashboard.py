@@ -31,6 +31,7 @@ from ._bridge import Flusher, when_done
 from ._budget import BudgetBars
 from ._controls import PAUSING_NOTICE, RunControls
 from ._costs import CostTable
+from ._details import AgentLine, CostLine, RunDetails, ToolLine
 from ._gauge import ContextGauge
 from ._header import Notice, RunHeader, RunState, Totals, usage_text
 from ._router import EventRouter
@@ -287,7 +288,8 @@ class RunDashboard:
                 self.controls.render(status=status, terminal=terminal)
                 self.approvals.render(terminal=terminal)
                 self.gauge.render(ctx.context_window, self.state.error)
-                self.transcript.render(waiting=not terminal)
+                quiet = not (self.state.model_calls or self.tools.count or self.state.code_steps)
+                self.transcript.render(waiting=not terminal and quiet and not self.approvals.pending)
                 self.tools.render()
                 self.agents.render(self.tree, ctx.usage, ctx.costs, now=now, force=force)
                 self.costs.render(ctx.costs, self._belongs, self.tree.name_of, now=now, force=force)
@@ -313,6 +315,48 @@ class RunDashboard:
         with self._lock:
             return self.log.snapshot()
 
+    def details(self) -> RunDetails:
+        """A plain copy of the panes (tree, tool calls, cost, steering) and the header's counts (thread-safe)."""
+        ctx = self._ctx
+        with self._lock:
+            state = self.state
+            self.costs.update(ctx.costs, self._belongs, self.tree.name_of)
+            agents = tuple(
+                AgentLine(
+                    name=node.name,
+                    depth=node.depth,
+                    status=node.status,
+                    tokens=ctx.usage.for_subtree(node.run_id).total_tokens,
+                    usd=ctx.costs.for_subtree(node.run_id).total_usd,
+                )
+                for node in self.tree.ordered()
+            )
+            tools = tuple(
+                ToolLine(
+                    name=row.name,
+                    caption=row.caption,
+                    status=row.status,
+                    arguments=row.arguments,
+                    output=row.output,
+                    error_type=row.error_type,
+                    duration_s=row.duration_s,
+                )
+                for row in self.tools.rows.values()
+            )
+            frame = self.costs.dataframe()
+            return RunDetails(
+                model_calls=state.model_calls,
+                tool_calls=state.tool_calls,
+                code_steps=state.code_steps,
+                agents=agents,
+                agents_dropped=self.tree.dropped,
+                tools=tools,
+                tools_dropped=self.tools.dropped,
+                costs=tuple(_cost_line(row) for row in frame.to_dict("records")),
+                sent=tuple(self.controls.sent),
+                delivered=state.steers_delivered,
+            )
+
     def summary_text(self) -> str:
         """One deterministic line: the status, and once ended the counts, tokens and USD.
 
@@ -329,7 +373,7 @@ class RunDashboard:
             if state.terminal == "failed":
                 error = state.error
                 parts.append(f"{type(error).__name__}: {error}" if error is not None else state.error_text or "error")
-            parts.append(usage_text(state.model_calls, state.tool_calls, self._totals()))
+            parts.append(usage_text(state.model_calls, state.tool_calls, self._totals(), code_steps=state.code_steps))
         return f"<tinyagents run{name}: {' · '.join(parts)}>"
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
@@ -340,6 +384,18 @@ class RunDashboard:
 
     def __repr__(self) -> str:
         return f"RunDashboard(run_id={self.run_id!r}, status={self._status()!r})"
+
+
+def _cost_line(row: dict[Any, Any]) -> CostLine:
+    return CostLine(
+        agent=str(row["agent"]),
+        model=str(row["model"]),
+        calls=int(row["calls"]),
+        input_tokens=int(row["input"]),
+        cached_input_tokens=int(row["cached"]),
+        output_tokens=int(row["output"]),
+        usd=row["usd"],
+    )
 
 
 def _check_options(throttle_hz: object, max_history: object) -> None:

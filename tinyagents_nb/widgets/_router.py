@@ -68,6 +68,7 @@ class EventRouter:
         """The tool whose calls are code steps, by RLM run id (``rlm.started``)."""
         self._handlers: Mapping[str, Callable[[Any], None]] = {
             "model.delta": self._on_delta,
+            "model.started": self._on_model_started,
             "run.started": self._on_run_started,
             "model.completed": self._on_model_completed,
             "model.failed": self._on_model_failed,
@@ -139,6 +140,9 @@ class EventRouter:
         self._retries[(event.run_id, event.call_id)] = event.attempt
         self._note(event, f"attempt {event.attempt} failed, retrying in {event.delay_s:.1f} s: {event.error}")
 
+    def _on_model_started(self, event: Any) -> None:
+        self._state.live_calls.add((event.run_id, event.call_id))  # counted while it streams (a retry is the same call)
+
     def _on_model_completed(self, event: Any) -> None:
         self._state.model_calls += 1
         self._gauge.record_cache(event.usage.cached_input_tokens, event.usage.cache_write_tokens)
@@ -164,14 +168,20 @@ class EventRouter:
         caption = self._tree.caption(event.run_id)
         self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
 
+    def _count_call(self, event: Any) -> None:
+        if self._is_step_call(event):
+            self._state.code_steps += 1  # the record and transcript call them steps, not tool calls
+        else:
+            self._state.tool_calls += 1
+
     def _on_tool_completed(self, event: Any) -> None:
-        self._state.tool_calls += 1
+        self._count_call(event)
         self._tools.finished(
             event.run_id, event.call_id, output=event.output, is_error=event.is_error, duration_s=event.duration_s
         )
 
     def _on_tool_failed(self, event: Any) -> None:
-        self._state.tool_calls += 1
+        self._count_call(event)
         if self._is_step_call(event):  # stopped mid-block: its step says how, as the row would have
             for step in self._log.end_call(event.run_id, event.call_id, event.error_type, event.duration_s):
                 key = self._step_keys.get((step.run_id, step.call_id, step.index))
