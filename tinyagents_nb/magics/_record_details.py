@@ -100,7 +100,7 @@ def details_blocks(
             plain.append(
                 f"  {mark} {tool.name}{' by ' + tool.caption if tool.caption else ''} {tool.arguments} → {shown}"
             )
-    if details.costs:
+    if _cost_table_says_more(details):
         markdown.append("**Cost** (by agent and model)")
         rows = ["| agent | model | calls | input | cached | output | cost |", "|:--|:--|--:|--:|--:|--:|--:|"]
         for line in details.costs:
@@ -136,8 +136,13 @@ def _what(details: RunDetails) -> str:
         parts.append(f"{len(details.agents):,} agents")
     if details.tools:
         parts.append(f"{len(details.tools) + details.tools_dropped:,} tool calls")
-    if details.costs:
+    if _cost_table_says_more(details):
         parts.append("cost")
     if details.sent:
         parts.append("steering")
     return ", ".join(parts)
+
+
+def _cost_table_says_more(details: RunDetails) -> bool:
+    """One agent on one model with no cache: the summary line already says all the table would."""
+    return len(details.costs) > 1 or any(line.cached_input_tokens for line in details.costs)
