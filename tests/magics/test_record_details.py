@@ -56,19 +56,22 @@ def test_a_finished_run_keeps_its_tree_tool_calls_and_the_dashboards_counts(
     markdown, plain = record["text/markdown"], record["text/plain"]
     header = handle.dashboard.summary_text()
     counts = re.search(r"(\d+) model calls · (\d+) tool calls", header)
-    assert counts is not None and counts.groups() == ("4", "2")  # the whole tree: main 2 + researcher 2
+    assert counts is not None
+    assert counts.groups() == ("4", "2")
     assert f"[completed · {counts.group(0)}" in plain  # the record says what the dashboard said
     assert "<details><summary>details: 2 agents, 2 tool calls" in markdown
     assert "whole run tree, sub-agents included" in markdown
     block = markdown[markdown.index("<details>") : markdown.index("</details>")]
-    assert "| tides | completed | 770 |" in block and "└ researcher | completed | 238 |" in block
+    assert "| tides | completed | 770 |" in block
+    assert "└ researcher | completed | 238 |" in block
     assert '{"topic": "tidal"}' in block  # the sub-agent's call, with its arguments
     assert "0.5 GW (2023) | costs $1.2bn" in block  # and its result, in a fenced block
     assert "by researcher" in block
     assert "`display(tides.dashboard)`" in block
     assert math_dollars(markdown.replace("Tidal power: about 0.5 GW.", "")) == []
     assert block.count("```") % 2 == 0
-    assert "tool calls (2):" in plain and "researcher: completed" in plain
+    assert "tool calls (2):" in plain
+    assert "researcher: completed" in plain
 
 
 async def test_a_message_that_came_too_late_is_in_the_record(shell: InteractiveShell, session: NotebookSession) -> None:
