@@ -74,7 +74,8 @@ def _status(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
 
 def _runs(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     _no_args("runs", args)
-    return session.runs_frame()
+    # narrow enough for a notebook: the run's name says which; get_session().runs_frame() has the ids
+    return session.runs_frame().drop(columns=["thread_id", "run_id"])
 
 
 def _stop(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
@@ -180,6 +181,11 @@ def _cost(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     usage, cost = session.context.usage.total(), session.context.costs.total()
     calls = f"{cost.calls:,} billed model call" + ("" if cost.calls == 1 else "s")
     print(f"notebook total: {calls} · {usage.total_tokens:,} tokens · {usd_text(cost.total_usd)}")
+    billed = {str(record.root_run_id) for record in session.context.costs.records}
+    unbilled = [r for r in session.runs if r.outcome is not None and r.outcome.model_calls and r.run_id not in billed]
+    if unbilled:
+        which = ", ".join(f"{r.label} ({r.model})" for r in unbilled)
+        print(f"not in the table: {which}: no price is known for their model, so no cost was recorded")
     return session.cost_frame()
 
 

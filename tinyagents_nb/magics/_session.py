@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 from tinyagents_nb.harness import (
     AgentEvent,
@@ -204,18 +204,18 @@ class NotebookSession:
         return self.tools.register(item, replace=True)
 
     @overload
-    def tool(self, fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+    def tool(self, fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> FunctionTool[P, R]: ...
     @overload
-    def tool(
-        self, /, *, name: str | None = None, description: str | None = None
-    ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
-    def tool(
-        self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
-    ) -> Any:
-        """Decorator: ``@session.tool`` or ``@session.tool(name=...)`` registers the function as a tool."""
+    def tool(self, /, **options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
+        """Decorator: ``@session.tool`` or ``@session.tool(requires_approval=True, ...)`` registers the function.
+
+        Takes every option of the harness's ``tool()`` (name, description, timeout_s, strict,
+        in_thread, requires_approval), so a notebook never needs the harness API for one of them.
+        """
 
         def register(function: Callable[..., Any]) -> FunctionTool[..., Any]:
-            item = tool(function, name=name, description=description)
+            item = tool(function, **options)
             self.tools.register(item, replace=True)
             return item
 
@@ -391,11 +391,10 @@ class NotebookSession:
     def context_window(self, thread_id: str | None = None) -> tuple[ContextWindow | None, str, str]:
         """``(window, model, source)`` for a thread: the last run's measured window, else an estimate of its history."""
         thread = thread_id or self.thread_id
-        for run in reversed(self._runs):
-            window = run.context.context_window
-            if run.thread_id == thread and window is not None:
-                return window, run.model, "measured at the last model call"
         last = next((r for r in reversed(self._runs) if r.thread_id == thread), None)
+        window = last.context.context_window if last is not None else None
+        if last is not None and window is not None:  # the last run's model, never an older run's
+            return window, last.model, "measured at the last model call"
         model = last.model if last is not None else self.model_name()  # the thread's model, not the default
         try:
             known = last.harness.context_window if last is not None else None
@@ -468,14 +467,24 @@ def _replace_session(session: NotebookSession | None) -> NotebookSession | None:
 
 
 @overload
-def agent_tool(fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+def agent_tool(fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> FunctionTool[P, R]: ...
 @overload
-def agent_tool(
-    *, name: str | None = None, description: str | None = None
-) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
-def agent_tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
-) -> Any:
-    """Decorator registering a notebook function as a tool of the kernel's session (``get_session().tool``)."""
+def agent_tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+def agent_tool(fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
+    """Decorator registering a notebook function as a tool of the kernel's session (``get_session().tool``).
+
+    ``@agent_tool(requires_approval=True)`` and every other option of ``tool()`` work.
+    """
     session = get_session()
-    return session.tool(name=name, description=description) if fn is None else session.tool(fn)
+    return session.tool(**options) if fn is None else session.tool(fn, **options)
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of the harness's ``tool()``, accepted by ``agent_tool`` and ``NotebookSession.tool``."""
+
+    name: str | None
+    description: str | None
+    timeout_s: float | None
+    strict: bool
+    in_thread: bool | None
+    requires_approval: bool | Callable[..., Any]

@@ -29,7 +29,7 @@ from tinyagents_nb.harness.runtime import CostRecord
 from ._approvals import ApprovalCards
 from ._bridge import Flusher, when_done
 from ._budget import BudgetBars
-from ._controls import PAUSING_NOTICE, RunControls
+from ._controls import ADDED_PREFIX, PAUSING_NOTICE, QUEUED_PREFIX, RunControls
 from ._costs import CostTable
 from ._details import AgentLine, CostLine, RunDetails, ToolLine
 from ._gauge import ContextGauge
@@ -243,6 +243,13 @@ class RunDashboard:
         notice = self.controls.notice
         if self._flusher.last_error is not None:
             return Notice(f"dashboard error: {self._flusher.last_error}", "warn")
+        if (
+            notice is not None
+            and notice.text.startswith(QUEUED_PREFIX)
+            and self.controls.sent
+            and self.state.steers_delivered >= len(self.controls.sent)
+        ):  # the transcript's note says it was added: the header must not still say queued
+            return Notice(ADDED_PREFIX + notice.text.removeprefix(QUEUED_PREFIX))
         if notice is not None and notice.text == PAUSING_NOTICE and status == "paused":
             return Notice("paused — Resume continues; a message sent now is seen when it does")
         if notice is None and isinstance(self.queued, str):
@@ -292,7 +299,7 @@ class RunDashboard:
                 self.transcript.render(waiting=not terminal and quiet and not self.approvals.pending)
                 self.tools.render()
                 self.agents.render(self.tree, ctx.usage, ctx.costs, now=now, force=force)
-                self.costs.render(ctx.costs, self._belongs, self.tree.name_of, now=now, force=force)
+                self.costs.render(ctx.costs, self._belongs, self.tree.name_of, now=now, force=force, ended=terminal)
                 self.budget.render(ctx)
                 tool_count, agents = self.tools.count, len(self.tree) > 1
             if tool_count != self._tools_shown:

@@ -38,15 +38,15 @@ def plural(count: int, noun: str) -> str:
 
 
 def format_usd(value: Decimal | None) -> str:
-    """Dollars to the micro-dollar (agent calls often cost fractions of a cent); ``None`` is ``unknown``.
+    """Dollars to the micro-dollar, always six places (``$0.000409``, ``$1,234.500000``); ``None`` is ``unknown``.
 
-    An unknown price is never shown as ``$0``: a partial sum would understate the cost.
+    One shape everywhere (header, panes, the record, ``%agent`` tables): agent calls often cost
+    fractions of a cent, and ``$0.00`` beside ``$0.000000`` reads like two different amounts. An
+    unknown price is never shown as ``$0``: a partial sum would understate the cost.
     """
     if value is None:
         return "unknown"
-    text = format(value.quantize(_MICRO), "f").rstrip("0")
-    whole, _, frac = text.partition(".")
-    return f"${int(whole):,}.{frac.ljust(2, '0')}"
+    return f"${value.quantize(_MICRO):,.6f}"
 
 
 def format_duration(seconds: float, *, precise: bool = True) -> str:

@@ -33,7 +33,7 @@ __all__ = ["TERMINAL_KINDS", "EventRouter"]
 
 TERMINAL_KINDS: Final = {"run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
 _STEERING_WORDS: Final = {
-    "inject_message": "your message was delivered",
+    "inject_message": "your message was added to the conversation (the next model call reads it)",
     "pause": "paused",
     "resume": "resumed",
     "redirect": "redirected",
