@@ -40,7 +40,7 @@ from tinyagents_nb.widgets import RunDashboard
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
 from ._handle import NotebookRun, RunMode
-from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless
+from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless, unseen_widgets
 from ._interpolate import InterpolationError, interpolate
 from ._output import CellView
 from ._rerun import RerunWatch
@@ -302,22 +302,24 @@ class AgentMagics(magic.Magics):
         for old in session.supersede(key):
             print(f"stopped the earlier run {old.label} of this cell before running it again")
         self._bind(run, args.name)
-        dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
-        run.dashboard = dashboard
-        after = session.predecessor(run)
-        if after is not None:
-            dashboard.queued = f"queued behind run {after.label} on this thread"
-        if mode == "waiting" and delivery == "none":
-            dashboard.controls.unreachable = UNREACHABLE
-        dashboard.flush()
-        late = mode == "background" and executed_headless(self.shell)  # its record may come after the cell
-        view = CellView(run, self.shell, relay=self.relay if late else None)
-        run.view = view
-        if foreground:
-            print(FOREGROUND_NOTE)
-        sys.stdout.flush()  # earlier lines of this cell stay above the dashboard
-        view.show()
-        session.start(run, mode=mode)
+        headless = executed_headless(self.shell)
+        with unseen_widgets(headless):  # the dashboard and the run's tasks: no widget state in a headless file
+            dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
+            run.dashboard = dashboard
+            after = session.predecessor(run)
+            if after is not None:
+                dashboard.queued = f"queued behind run {after.label} on this thread"
+            if mode == "waiting" and delivery == "none":
+                dashboard.controls.unreachable = UNREACHABLE
+            dashboard.flush()
+            late = mode == "background" and headless  # its record may come after the cell
+            view = CellView(run, self.shell, relay=self.relay if late else None, widget=not headless)
+            run.view = view
+            if foreground:
+                print(FOREGROUND_NOTE)
+            sys.stdout.flush()  # earlier lines of this cell stay above the dashboard
+            view.show()
+            session.start(run, mode=mode)
         return run, mode
 
     def _bind(self, run: NotebookRun, name: str | None) -> None:
