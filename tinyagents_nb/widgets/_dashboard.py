@@ -32,10 +32,12 @@ from ._budget import BudgetBars
 from ._controls import ADDED_PREFIX, PAUSING_NOTICE, QUEUED_PREFIX, RunControls
 from ._costs import CostTable
 from ._details import AgentLine, CostLine, RunDetails, ToolLine
+from ._format import code_span, esc
 from ._gauge import ContextGauge
 from ._header import Notice, RunHeader, RunState, Totals, usage_text
 from ._router import EventRouter
 from ._runlog import Alert, CodeStep, Decision, RunLog
+from ._safe_markdown import safe_markdown
 from ._style import STYLESHEET
 from ._tools import ToolCallsPane
 from ._transcript import TranscriptPane
@@ -113,6 +115,8 @@ class RunDashboard:
         self._agents_shown = False
         self._stop_marked = False
         self._undelivered_noted = False
+        self._display_id: str | None = None
+        self._record_shown = False
         self.widget: Any = widgets.VBox(
             children=(
                 widgets.HTML(value=STYLESHEET),
@@ -309,6 +313,7 @@ class RunDashboard:
             if agents != self._agents_shown:
                 self._agents_shown = agents
                 self._agents_section.layout.display = None if agents else "none"
+            self._replace_display()
 
     # ------------------------------------------------------------------ display
     def interrupted(self) -> tuple[int, int]:
@@ -382,6 +387,42 @@ class RunDashboard:
                 parts.append(f"{type(error).__name__}: {error}" if error is not None else state.error_text or "error")
             parts.append(usage_text(state.model_calls, state.tool_calls, self._totals(), code_steps=state.code_steps))
         return f"<tinyagents run{name}: {' · '.join(parts)}>"
+
+    def _ipython_display_(self) -> None:
+        """``display(dashboard)``: the live view now, and a static record in its place when the run ends.
+
+        A widget needs its kernel, so a saved notebook would keep a "running" line and reopen as
+        "Error displaying widget". Shown while the run is live, the output gets a display id and
+        the final flush replaces it by ``record_markdown()``; shown after the end (to look at the
+        panes again), it stays the live view, which is what was asked for.
+        """
+        from IPython.display import display
+
+        live = not self.state.finished
+        if live and self._display_id is None:
+            self._display_id = f"tinyagents-dashboard-{self.run_id}"
+        display(self._repr_mimebundle_(), raw=True, display_id=self._display_id if live else None)  # type: ignore[no-untyped-call]
+
+    def record_markdown(self) -> dict[str, str]:
+        """A static ``text/markdown`` + ``text/plain`` record: the answer text, the pressure marks, the summary."""
+        with self._lock:
+            text = self.transcript.text()
+            marks = list(self.gauge.marks)
+        summary = self.summary_text()
+        markdown = [f"**{esc(self.state.title)}**", safe_markdown(text) if text.strip() else "*(no text)*"]
+        markdown += [f"context pressure: {code_span(mark)}" for mark in marks]
+        markdown.append(code_span(summary))
+        plain = [self.state.title, text, *(f"context pressure: {mark}" for mark in marks), summary]
+        return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
+
+    def _replace_display(self) -> None:
+        """Once the run ended: the output ``display(dashboard)`` made becomes the record (once)."""
+        if self._display_id is None or self._record_shown or not self.state.finished:
+            return
+        self._record_shown = True
+        from IPython.display import update_display
+
+        update_display(self.record_markdown(), raw=True, display_id=self._display_id)  # type: ignore[no-untyped-call]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_(**kwargs)

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from decimal import Decimal
 from typing import Any, Final
 
 __all__ = [
+    "code_span",
     "esc",
     "format_duration",
     "format_int",
@@ -80,3 +82,11 @@ def json_preview(value: Any, limit: int = 300) -> str:
         except (TypeError, ValueError):  # circular or otherwise unencodable
             text = repr(value)
     return truncate(text, limit)
+
+
+def code_span(text: str) -> str:
+    """A Markdown inline code span holding any text (more backticks than it contains); never typeset as math."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
