@@ -82,3 +82,17 @@ def test_the_demos_offline_line_names_each_key_once(monkeypatch: pytest.MonkeyPa
     keys = line.split("keys are read from ")[1].rstrip(").").split(", ")
     assert len(keys) == len(set(keys))
     assert "ANTHROPIC_API_KEY" in keys
+
+
+def test_a_timeout_mid_answer_is_marked_like_a_stop(shell: InteractiveShell, session: NotebookSession) -> None:
+    from tinyagents_nb.harness.testkit import StreamingMock
+
+    session.register_model("talker", StreamingMock("word " * 400, chunk_delay_s=0.01))
+    run_ok(shell, "%%agent --model talker --timeout 0.5 --name t1\ntalk")
+    plain = last_run(shell)._repr_mimebundle_()["text/plain"].splitlines()
+    assert "— stopped here —" in plain
+    failure = next(line for line in plain if line.startswith("run failed: RunTimeout"))
+    assert "run t1 ran out" in failure or "run-" not in failure  # the run's name, never its full id
+    assert "give the run more time with %%agent --timeout S, or leave --timeout out" in plain
+    assert plain[-1].startswith("[failed · 0 model calls + 1 interrupted")
+    assert "streamed (estimate)" in plain[-1]

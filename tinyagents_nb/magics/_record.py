@@ -92,7 +92,8 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
     details = run.dashboard.details() if run.dashboard is not None else None
     if details is not None:
         pieces += undelivered_blocks(details, _escape)
-    if run.status == "cancelled":
+    cut = run.status == "failed" and run.dashboard is not None and run.dashboard.interrupted()[0] > 0
+    if run.status == "cancelled" or cut:  # a timeout or failure mid-answer cut the text as a Stop does
         reason = getattr(outcome.error, "reason", None) if outcome is not None else None
         mark = f"— stopped: {RERUN} —" if reason == RERUN else "— stopped here —"
         pieces.append((f"*{mark}*", mark))

@@ -150,7 +150,7 @@ class EventRouter:
         self._transcript.end_call(event.run_id, event.call_id)
 
     def _on_model_failed(self, event: Any) -> None:
-        self._transcript.end_call(event.run_id, event.call_id)
+        self._transcript.fail_call(event.run_id, event.call_id)
         attempts = max(event.attempt, self._retries.pop((event.run_id, event.call_id), 0) + 1)
         after = f" after {attempts} attempts" if attempts > 1 else ""
         self._note(event, f"model call failed{after}: {event.error_type}: {event.error}")
