@@ -168,3 +168,63 @@ def test_rerun_stops_the_old_run_money_is_not_math_and_the_record_keeps_details(
             page.screenshot(path=str(ARTIFACTS / f"polish-{frontend}-export.png"), full_page=True)
         finally:
             browser.close()
+
+
+NARROW_CELLS = [
+    "%load_ext tinyagents_nb",
+    """\
+from tinyagents_nb.harness.testkit import ScriptedModel, StreamingMock
+from tinyagents_nb.magics import agent_tool, get_session
+
+@agent_tool(requires_approval=True)
+def delete_rows(table: str) -> str:
+    \"\"\"Delete every row of a table.\"\"\"
+    return f'deleted {table}'
+
+get_session().register_model('wiper', ScriptedModel([ScriptedModel.tool_call('delete_rows', {'table': 'logs'}), 'Done.']))
+get_session().register_model('talker', StreamingMock('word ' * 3000, chunk_delay_s=0.01))
+""",
+    "%%agent --model wiper --name wipe\nClean the logs table.",
+    "%%agent --model talker --timeout 1.5 --name t1\nTalk.",
+]
+
+
+@pytest.fixture
+def narrow_lab(tmp_path: Path) -> Iterator[str]:
+    with serve_notebook(tmp_path, NARROW_CELLS) as base:
+        yield base
+
+
+def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(narrow_lab: str) -> None:
+    from playwright.sync_api import expect, sync_playwright
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        page = browser.new_page(viewport={"width": 620, "height": 1000})
+        try:
+            panel = _open(page, f"{narrow_lab}/lab/tree/agent.ipynb?reset&token={TOKEN}")
+            for index in (0, 1):
+                _run_and_wait(page, panel, index, index + 1)
+            _run_cell(page, panel, 2)
+            output = panel.locator(".jp-Cell").nth(2).locator(".jp-Cell-outputArea")
+            approve = output.locator("button", has_text="Approve")
+            expect(approve).to_be_visible(timeout=30_000)
+            deny = output.locator("button", has_text="Deny")
+            for button in (approve, deny):
+                clipped = button.evaluate("b => b.scrollWidth > b.clientWidth + 1")
+                assert not clipped, f"{button.inner_text()!r} is cut off at 620 px"
+                assert button.bounding_box()["width"] >= 60
+            approve.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "polish-620-approval.png"), full_page=False)
+            approve.click()
+            expect(output).to_contain_text("approved delete_rows", timeout=30_000)
+            _run_and_wait(page, panel, 3, 4)
+            timed_out = panel.locator(".jp-Cell").nth(3).locator(".jp-Cell-outputArea")
+            expect(timed_out).to_contain_text("RunTimeout", timeout=30_000)
+            expect(timed_out).to_contain_text("— stopped here —")
+            expect(timed_out).to_contain_text("1 interrupted")
+            timed_out.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "polish-620-timeout.png"), full_page=False)
+        finally:
+            browser.close()

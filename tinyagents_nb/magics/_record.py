@@ -73,6 +73,8 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
         if decision.run_id == root:
             decided.setdefault(decision.call_id, []).append(decision)
     pieces = _messages(messages, steps_of, decided)
+    if run.status == "failed" and run.dashboard is not None and run.dashboard.interrupted()[0] > 0:
+        pieces.append(("*— stopped here —*", "— stopped here —"))  # a timeout cut the answer, as a Stop does
     answered = any(isinstance(m, AssistantMessage) and m.text.strip() for m in messages)
     if not answered and run.status == "completed" and run.final_text:  # e.g. a structured answer with no text
         pieces.append((safe_markdown(run.final_text), run.final_text))  # (a failed run's would be an older answer)
@@ -92,8 +94,7 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
     details = run.dashboard.details() if run.dashboard is not None else None
     if details is not None:
         pieces += undelivered_blocks(details, _escape)
-    cut = run.status == "failed" and run.dashboard is not None and run.dashboard.interrupted()[0] > 0
-    if run.status == "cancelled" or cut:  # a timeout or failure mid-answer cut the text as a Stop does
+    if run.status == "cancelled":
         reason = getattr(outcome.error, "reason", None) if outcome is not None else None
         mark = f"— stopped: {RERUN} —" if reason == RERUN else "— stopped here —"
         pieces.append((f"*{mark}*", mark))
