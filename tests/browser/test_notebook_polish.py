@@ -216,6 +216,10 @@ def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(na
                 assert not clipped, f"{button.inner_text()!r} is cut off at 620 px"
                 assert button.bounding_box()["width"] >= 60
             approve.scroll_into_view_if_needed()
+            output.locator("input[placeholder^='Reason']").fill("checking the status bar")  # a widget message
+            time.sleep(1.5)
+            status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
+            assert status == "busy", f"the kernel indicator says {status!r} while the cell still waits"
             page.screenshot(path=str(ARTIFACTS / "polish-620-approval.png"), full_page=False)
             approve.click()
             expect(output).to_contain_text("approved delete_rows", timeout=30_000)

@@ -46,7 +46,7 @@ def test_cost_names_the_runs_it_cannot_price(
     capsys.readouterr()
     run_ok(shell, "%agent cost")
     out = capsys.readouterr().out
-    assert "not in the table: tb (toolbot): no price is known for their model" in out
+    assert "not in the table: 1 run on toolbot (no price is known for that model" in out
 
 
 def test_context_reports_the_last_model_even_after_a_measured_one(

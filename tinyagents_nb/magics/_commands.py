@@ -182,10 +182,14 @@ def _cost(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     calls = f"{cost.calls:,} billed model call" + ("" if cost.calls == 1 else "s")
     print(f"notebook total: {calls} · {usage.total_tokens:,} tokens · {usd_text(cost.total_usd)}")
     billed = {str(record.root_run_id) for record in session.context.costs.records}
-    unbilled = [r for r in session.runs if r.outcome is not None and r.outcome.model_calls and r.run_id not in billed]
+    unbilled: dict[str, int] = {}  # by model (no run ids: the line stays the same run after run, for nbval)
+    for run in session.runs:
+        if run.outcome is not None and run.outcome.model_calls and run.run_id not in billed:
+            if run.model != OFFLINE_MODEL:  # the offline demo model is free, not unpriced
+                unbilled[run.model] = unbilled.get(run.model, 0) + 1
     if unbilled:
-        which = ", ".join(f"{r.label} ({r.model})" for r in unbilled)
-        print(f"not in the table: {which}: no price is known for their model, so no cost was recorded")
+        which = ", ".join(f"{count:,} run{'s' if count != 1 else ''} on {model}" for model, count in unbilled.items())
+        print(f"not in the table: {which} (no price is known for that model, so no cost was recorded)")
     return session.cost_frame()
 
 

@@ -50,6 +50,8 @@ class RerunWatch:
         self._lock = threading.Lock()
         self._waiting: dict[str, NotebookRun] = {}
         self._stopped = stopped
+        self._parent: Any = None
+        """The waiting cell's request (ipykernel 7.x): the parent of the "busy" said again after a click."""
 
     @contextmanager
     def watching(self, shell: Any, cell_id: str | None, run: NotebookRun) -> Iterator[None]:
@@ -60,6 +62,7 @@ class RerunWatch:
         kernel = getattr(shell, "kernel", None)
         if kernel is not None:
             self._hook_receiving(kernel)
+            self._parent = kernel.get_parent() if hasattr(kernel, "get_parent") else None
         with self._lock:
             self._waiting[cell_id] = run
         try:
@@ -93,9 +96,18 @@ class RerunWatch:
         session = kernel.session
 
         async def received(subshell_id: str | None, msg: list[Any]) -> None:
-            if self._waiting:  # only while a cell waits: one header parse per message then
-                self.request(_cell_id(session, msg))
+            if not self._waiting:
+                await shell_main(subshell_id, msg)
+                return
+            kind, cell_id = _peek(session, msg)  # only while a cell waits: one header parse per message
+            if kind == "execute_request":
+                self.request(cell_id)
             await shell_main(subshell_id, msg)
+            parent = self._parent
+            if kind != "execute_request" and parent is not None and self._waiting:
+                # a click was handled with its own busy/idle pair: the indicator would read "Idle"
+                # while the cell still waits, so say again that the kernel is busy with that cell
+                session.send(kernel.iopub_socket, "status", {"execution_state": "busy"}, parent=parent, ident=b"status")
 
         try:
             manager.set_on_recv_callback(received)
@@ -126,13 +138,11 @@ class RerunWatch:
                 handlers["execute_request"] = inner
 
 
-def _cell_id(session: Any, msg: list[Any]) -> object:
-    """The ``cellId`` of an execute request (``None`` for anything else); header and metadata only."""
+def _peek(session: Any, msg: list[Any]) -> tuple[object, object]:
+    """``(msg_type, cellId)`` of a shell message, from its header and metadata only."""
     try:
         _, frames = session.feed_identities(msg, copy=False)
         parsed = session.deserialize(frames, content=False, copy=False)  # content=False records no signature
     except Exception:  # a message the kernel itself will reject: not ours to judge
-        return None
-    if parsed.get("header", {}).get("msg_type") != "execute_request":
-        return None
-    return (parsed.get("metadata") or {}).get("cellId")
+        return None, None
+    return parsed.get("header", {}).get("msg_type"), (parsed.get("metadata") or {}).get("cellId")
