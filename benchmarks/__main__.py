@@ -15,7 +15,10 @@ import time
 
 from benchmarks._common import describe_machine, package_version
 
-BENCHMARKS = ("overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "notebook", "browser")
+BENCHMARKS = (
+    "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "notebook", "browser", "otel",
+    "budget",
+)  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -37,6 +37,7 @@ __all__ = [
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
+    "ModelRetracted",
     "ModelSelected",
     "ModelStarted",
     "RateLimitWaited",
@@ -78,6 +79,8 @@ class RunStarted(AgentEvent):
     thread_id: str | None = None
     model: str | None = None
     input: str = ""
+    agent: str | None = None
+    provider: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -112,8 +115,11 @@ class RunCancelledEvent(AgentEvent):
 class ModelSelected(AgentEvent):
     """Which model serves call ``call_id`` when it is not simply the harness's primary model, and why.
 
-    ``reason`` is ``fallback`` (the previous model failed) or ``configurable`` (the run's
-    ``RunConfig.configurable["model"]`` chose it); emitted just before that model's ``model.started``.
+    ``reason`` is ``fallback`` (the previous model failed), ``configurable`` (the run's
+    ``RunConfig.configurable["model"]`` chose it), ``capabilities`` (the request's required
+    capabilities skipped the first choice) or ``request`` (a middleware named it in
+    ``ModelRequest.model``); emitted just before that model's ``model.started``, whose request was
+    re-fitted to the chosen model's window when that is smaller.
     A call served by the primary model as configured emits none, keeping the common path quiet.
     """
 
@@ -129,6 +135,7 @@ class ModelStarted(AgentEvent):
     kind: Literal["model.started"] = "model.started"
     call_id: str
     model: str
+    provider: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -156,6 +163,20 @@ class ModelDiscarded(AgentEvent):
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRetracted(AgentEvent):
+    """An answer already streamed (or answered) was withdrawn: an output guardrail tripped on it.
+
+    Consumers hide the text of ``call_id`` (not strike it through: it was blocked for its content);
+    the run also drops the answer from its transcript, so records and threads never keep it.
+    """
+
+    kind: Literal["model.retracted"] = "model.retracted"
+    call_id: str
+    reason: str = ""
+    guardrail: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ModelCompleted(AgentEvent):
     kind: Literal["model.completed"] = "model.completed"
     call_id: str
@@ -164,6 +185,8 @@ class ModelCompleted(AgentEvent):
     finish_reason: str | None = None
     duration_s: float = 0.0
     cached: bool = False
+    provider: str | None = None
+    response_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -261,11 +284,16 @@ class ToolDeltaEvent(AgentEvent):
 # ------------------------------------------------------------------------------------------ sub-agents
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SubAgentStarted(AgentEvent):
-    """Emitted by the parent run; ``child_run_id`` is the node it adds to the tree."""
+    """Emitted by the parent run; ``child_run_id`` is the node it adds to the tree.
+
+    ``call_id`` is the parent's tool call that started it, when it runs inside one (a tracer nests
+    the child under that call).
+    """
 
     kind: Literal["subagent.started"] = "subagent.started"
     name: str
     child_run_id: str
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

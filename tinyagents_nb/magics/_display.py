@@ -88,8 +88,11 @@ def short_ids(text: str, runs: Sequence[NotebookRun]) -> str:
 def limit_hint(exc: BaseException) -> tuple[str, str, str] | None:
     """How to change the notebook setting behind a limit that stopped a run: ``(lead, command, tail)``.
 
-    ``None`` when no notebook setting applies. The command is kept apart so Markdown can show it as code.
+    ``None`` when no notebook setting applies, or when the error's own hint already says how (the
+    notebook's budget refusals do). The command is kept apart so Markdown can show it as code.
     """
+    if getattr(exc, "hint", None):
+        return None
     if isinstance(exc, BudgetExceeded) and exc.limit == "cost_usd":
         setting = "session_max_cost_usd" if exc.anchor_run_id is None else "max_cost_usd"
         return "raise the cap with", f"%config AgentMagics.{setting} = …", " (None: no cap)"
@@ -112,6 +115,7 @@ def summary_line(run: NotebookRun) -> str:
     usage = outcome.usage
     cost = outcome.cost.total_usd if outcome.cost is not None else None
     calls, estimate = run.dashboard.interrupted() if run.dashboard is not None else (0, 0)
+    approx = "~" if usage.estimated else ""  # the harness estimated part of it (no usage reported, a stop)
     model_calls, tool_calls, code_steps = outcome.model_calls, outcome.tool_calls, 0
     if run.dashboard is not None:  # the dashboard's counts: the whole tree, as its header said
         details = run.dashboard.details()
@@ -120,9 +124,12 @@ def summary_line(run: NotebookRun) -> str:
         _plural(model_calls, "model call") + (f" + {calls:,} interrupted" if calls else ""),
         _plural(tool_calls, "tool call"),
         *([_plural(code_steps, "code step")] if code_steps else []),
-        f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)"
+        f"{approx}{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out"
+        + (", estimated)" if usage.estimated else ")")
         + (f" + ~{estimate:,} streamed (estimate)" if estimate else ""),
-        "cost unknown" if calls else usd_text(cost),  # a provider bills what streamed before the stop
+        "cost unknown"
+        if cost is None or (calls and not usage.estimated)  # a provider bills what streamed before the stop
+        else approx + usd_text(cost) + (" (estimated)" if usage.estimated else ""),
     ]
     return "[" + " · ".join([status, *parts]) + "]"
 

@@ -43,6 +43,7 @@ class EventParser:
         "done",
         "finish_reason",
         "model",
+        "response_id",
         "saw_finish",
         "secrets",
         "spec",
@@ -53,6 +54,7 @@ class EventParser:
         self.model = model
         self.secrets = secrets
         self.finish_reason: str | None = None
+        self.response_id: str | None = None
         self.saw_finish = False
         self.done = False
         self._usage_raw: dict[str, Any] | None = None
@@ -86,7 +88,7 @@ class EventParser:
         """The closing items: usage (when the stream reported any), then ``StreamFinish``."""
         usage = self.usage
         tail: list[ModelStreamItem] = [] if usage is None else [StreamUsage(usage=usage)]
-        tail.append(StreamFinish(finish_reason=self.finish_reason, model=self.model))
+        tail.append(StreamFinish(finish_reason=self.finish_reason, model=self.model, response_id=self.response_id))
         return tail
 
     def _malformed(self, detail: str) -> ProviderError:
@@ -116,6 +118,8 @@ class EventParser:
                 served = message.get("model")
                 if isinstance(served, str) and served:
                     self.model = served
+                if isinstance(message.get("id"), str) and message["id"]:
+                    self.response_id = message["id"]
                 self._merge_usage(message.get("usage"))
         elif kind == "message_delta":
             delta = payload.get("delta")
