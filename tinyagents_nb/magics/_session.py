@@ -216,11 +216,7 @@ class NotebookSession:
     @overload
     def tool(self, /, **options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
     def tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
-        """Decorator: ``@session.tool`` or ``@session.tool(requires_approval=True, ...)`` registers the function.
-
-        Takes every option of the harness's ``tool()`` (name, description, timeout_s, strict,
-        in_thread, requires_approval), so a notebook never needs the harness API for one of them.
-        """
+        """``@session.tool`` or ``@session.tool(requires_approval=True, ...)``: every option of ``tool()``."""
 
         def register(function: Callable[..., Any]) -> FunctionTool[..., Any]:
             item = tool(function, **options)
@@ -484,10 +480,7 @@ def agent_tool(fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> Functio
 @overload
 def agent_tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 def agent_tool(fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
-    """Decorator registering a notebook function as a tool of the kernel's session (``get_session().tool``).
-
-    ``@agent_tool(requires_approval=True)`` and every other option of ``tool()`` work.
-    """
+    """Register a notebook function as a tool of the kernel's session; takes every option of ``tool()``."""
     session = get_session()
     return session.tool(**options) if fn is None else session.tool(fn, **options)
 
