@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from tinyagents_nb.harness import (
     AgentEvent,
@@ -52,6 +52,7 @@ from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
 from ._rerun import RERUN
 from ._servers import SessionServers
+from ._tool_options import ToolOptions
 from ._tracing import SessionTracing
 
 if TYPE_CHECKING:
@@ -488,14 +489,3 @@ def agent_tool(fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOp
     """Register a notebook function as a tool of the kernel's session; takes every option of ``tool()``."""
     session = get_session()
     return session.tool(**options) if fn is None else session.tool(fn, **options)
-
-
-class ToolOptions(TypedDict, total=False):
-    """The options of the harness's ``tool()``, accepted by ``agent_tool`` and ``NotebookSession.tool``."""
-
-    name: str | None
-    description: str | None
-    timeout_s: float | None
-    strict: bool
-    in_thread: bool | None
-    requires_approval: bool | Callable[..., Any]
