@@ -18,7 +18,7 @@ from ._cancel import RunCancelled
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
 from ._controls import take_stop
-from ._errors import Cancelled, ContextLimitError, LimitExceeded, RunTimeout, describe_error
+from ._errors import Cancelled, ContextLimitError, LimitExceeded, ProviderError, RunTimeout, describe_error
 from ._event_text import error_text, preview
 from ._events import (
     CacheHit,
@@ -200,11 +200,7 @@ class RunLoop:
         tools = harness.tools
         providers = bool(tools.providers)  # tools listed at run time (MCP servers): re-asked every turn
         tool_schemas = await tools.refresh(ctx) if providers else tools.schemas()
-        output = harness.output
-        strategy = harness.structured_strategy
-        turn = None
-        if output is not None and strategy is not None:
-            turn = StructuredTurn(output, strategy, policy.structured_retries)
+        turn = StructuredTurn.start(harness.output, harness.structured_strategy, policy, harness.model)
         ctx.stop_request = None
         while True:
             if (stop := take_stop(ctx)) is not None:  # a hook ended the run after the last round trip
@@ -228,8 +224,8 @@ class RunLoop:
                 thread_id=ctx.config.thread_id,
                 prompt_cache=policy.cache.prompt_cache,
             )
-            if output is not None and strategy is not None:
-                request = prepare_request(request, output, strategy)
+            if turn is not None:
+                request = prepare_request(request, turn.spec, turn.strategy)
             request = await harness.middleware.before_model(ctx, request)
             if (stop := take_stop(ctx)) is not None:
                 return stop
@@ -241,16 +237,18 @@ class RunLoop:
             call_id = str(self.ids.call_id())
             self.status.phase = "model"
             self.status.active_model_call = call_id
-            response = await self._call_compacting(request, call_id)
+            response = await self._send(request, call_id, turn)
             self.model_calls += 1
             self.status.model_calls = self.model_calls
             self.status.active_model_call = None
+            if response is None:
+                continue  # the host rejected the structured-output format: ask again by the next strategy
             message = response.message
             self.messages.append(message)
 
             calls: Sequence[ToolCall] = message.tool_calls
             if turn is not None:
-                settled = turn.settle(ctx, response, self.messages)
+                settled = turn.settle(ctx, response, self.messages, forced=request.tool_choice == turn.spec.name)
                 self.structured = turn.value
                 if isinstance(settled, str):
                     return settled
@@ -264,6 +262,18 @@ class RunLoop:
             self.status.tool_calls = self.tool_calls
 
     # ---------------------------------------------------------------------------- model calls
+    async def _send(self, request: ModelRequest, call_id: str, turn: StructuredTurn | None) -> ModelResponse | None:
+        """One model call; ``None`` when the host rejected the structured-output strategy (the turn fell back)."""
+        try:
+            response = await self._call_compacting(request, call_id)
+        except ProviderError as exc:
+            if turn is None or not turn.unsupported(self.ctx, exc):
+                raise
+            return None
+        if self.serving == "configured":  # the reported prompt tokens calibrate this model's estimates
+            self.harness.fitter.observe(self.ctx, request, response.usage)
+        return response
+
     async def _call_compacting(self, request: ModelRequest, call_id: str) -> ModelResponse:
         """``_call_model``, compacting and re-sending when the provider rejects the prompt as too long."""
         allowed = self.harness.policy.reactive_compactions

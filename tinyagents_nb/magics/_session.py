@@ -382,13 +382,23 @@ class NotebookSession:
         for run in reversed(self._runs):
             window = run.context.context_window
             if run.thread_id == thread and window is not None:
-                return window, run.model, "measured at the last model call"
+                if window.measured_prompt_tokens is not None:
+                    return window, run.model, "measured: the provider's count at the last model call"
+                return window, run.model, "estimated before the last model call, calibrated from reported counts"
         last = next((r for r in reversed(self._runs) if r.thread_id == thread), None)
         model = last.model if last is not None else self.model_name()  # the thread's model, not the default
         try:
             known = last.harness.context_window if last is not None else None
             window = known if known is not None else ContextWindow.for_model(model)
         except (ModelNotFound, ConfigurationError):
+            records = self.context.usage.records
+            reported = [r.usage.input_tokens for r in records if last is not None and str(r.run_id) == last.run_id]
+            if reported:
+                return (
+                    None,
+                    model,
+                    f"no size known for this model; measured: {reported[-1]:,} prompt tokens at the last call",
+                )
             return None, model, "no size known for this model"
         estimate = TokenEstimator.for_model(model).estimate(self.messages(thread))
         return window.with_estimate(estimate), model, "estimated from the saved history"
