@@ -197,6 +197,9 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     model = run.model.replace("`", "").replace("<", "")
     markdown = [f"**{title}** · `{model}`", *(md for md, _ in pieces), f"`{summary}`"]
     plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
+    for note in run.notes:  # a served model name comes from the server: shown as code, never as Markdown
+        markdown.append(f"`{note.replace('`', '')}`")
+        plain.append(note)
     return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
 
 

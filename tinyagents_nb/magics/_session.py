@@ -10,6 +10,7 @@ a cell and call these methods, and a script can do the same through ``get_sessio
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
@@ -49,6 +50,7 @@ from ._budget import session_budget, unattended_decision
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
+from ._pricing import run_notes
 from ._servers import SessionServers
 
 if TYPE_CHECKING:
@@ -117,6 +119,8 @@ class NotebookSession:
             config=RunConfig(thread_id=thread, tags=_TAGS), stores=StoreRegistry(self.store)
         )
         """The root context: every run is ``context.new_root(...)`` and shares its sink, store and ledgers."""
+        self.context.costs.warn_unknown = False  # a run's record says it in one line (run_notes), not a traceback
+        self.noted: set[str] = set()  # what run_notes already said in this session (once each)
         self._runs: list[NotebookRun] = []
         self._agent_names: dict[str, str] = {}
         events = self.context.events
@@ -291,6 +295,7 @@ class NotebookSession:
             name=name,
             cell_key=cell_key,
             launcher=lambda run, mode: self.start(run, mode=mode),
+            notes=functools.partial(run_notes, self.context.costs, self.noted),
         )
         self._runs.append(run)
         return run
