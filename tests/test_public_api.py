@@ -400,6 +400,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
     ],
     "models": [
         "CONFIGURABLE_KEYS",
+        "Calibration",
         "CapabilitySet",
         "ChatModel",
         "ContextWindow",
@@ -428,6 +429,8 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "TokenEstimator",
         "ToolChoice",
         "ToolSchema",
+        "calibration_for",
+        "clear_calibrations",
         "collect_stream",
         "context_window_for",
         "estimate_tokens",

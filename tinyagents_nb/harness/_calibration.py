@@ -8,7 +8,8 @@ rejected. Each response that reports its prompt tokens teaches the ratio real ÷
 model; the fitter multiplies its estimates by that ratio (a moving average, clamped), so the second
 request of a session is fitted with the model's real tokenizer in effect.
 
-The ratios live for the process (one notebook kernel's session), keyed by model name.
+The ratios live for the process (one notebook kernel's session), keyed by ``provider:model``. The
+testkit's fake provider (``test``) reports made-up usage, so it teaches nothing.
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ import threading
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["Calibration", "calibrated", "calibration_for", "observe_prompt_tokens"]
+__all__ = ["Calibration", "calibrated", "calibration_for", "clear_calibrations", "observe_prompt_tokens"]
 
 _WEIGHT: Final = 0.5  # of the newest observation in the moving average
 _LOWEST: Final = 0.5
 _HIGHEST: Final = 4.0
+_FAKE: Final = "test:"  # the testkit's provider: its usage is made up
 _MIN_ESTIMATE: Final = 8  # below this the fixed framing dominates: nothing to learn about the tokenizer
 
 
@@ -48,8 +50,14 @@ _BY_MODEL: dict[str, Calibration] = {}
 
 
 def calibration_for(model: str) -> Calibration | None:
-    """The calibration learnt for ``model`` in this process (``None``: no response reported tokens yet)."""
+    """The calibration learnt for ``model`` (``"provider:model"``) in this process; ``None`` before any report."""
     return _BY_MODEL.get(model)
+
+
+def clear_calibrations() -> None:
+    """Forget every learnt ratio (estimates are raw again until responses report prompt tokens)."""
+    with _LOCK:
+        _BY_MODEL.clear()
 
 
 def calibrated(model: str, estimate: int) -> int:
@@ -60,7 +68,7 @@ def calibrated(model: str, estimate: int) -> int:
 
 def observe_prompt_tokens(model: str, estimated: int, reported: int) -> Calibration | None:
     """Learn from one response: the raw estimate of the request sent and the prompt tokens reported."""
-    if estimated < _MIN_ESTIMATE or reported <= 0:
+    if estimated < _MIN_ESTIMATE or reported <= 0 or model.startswith(_FAKE):
         return _BY_MODEL.get(model)
     seen = min(max(reported / estimated, _LOWEST), _HIGHEST)
     with _LOCK:

@@ -13,9 +13,10 @@ import uuid
 import pytest
 
 from tests.harness.replay_server import ReplayServer, chat_completion, usage_body
-from tinyagents_nb.harness import AgentHarness, ContextWindow, ModelRequest, RunContext, RunPolicy, UserMessage
+from tinyagents_nb.harness import AgentHarness, ContextWindow, ModelRequest, RunContext, RunPolicy, Usage, UserMessage
+from tinyagents_nb.harness.models import calibration_for
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
-from tinyagents_nb.harness.testkit import EventRecorder
+from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -41,6 +42,9 @@ async def test_reported_prompt_tokens_calibrate_the_next_estimate_and_the_gauge(
     assert ctx.context_window is not None
     assert ctx.context_window.measured_prompt_tokens == raw * 2  # the provider's count, not the guess
     assert harness.fitter.request_tokens(ModelRequest(messages=question)) == raw * 2
+    learnt = calibration_for(f"compatible:{model.model_name}")
+    assert learnt is not None
+    assert (learnt.ratio, learnt.samples, learnt.last_reported) == (2.0, 1, raw * 2)
     # a new harness on the same model starts calibrated (the session remembers the model)
     again: AgentHarness[None] = AgentHarness(model=model, context_window=window)
     assert again.fitter.request_tokens(ModelRequest(messages=question)) == raw * 2
@@ -70,3 +74,10 @@ async def test_a_calibrated_estimate_trims_a_request_the_raw_estimate_would_have
     assert len(sent) < len(history)
     assert ctx.context_window is not None
     assert ctx.context_window.estimated_prompt_tokens <= window.usable_tokens
+
+
+async def test_the_testkits_made_up_usage_teaches_nothing() -> None:
+    model = ScriptedModel([ScriptedModel.text("ok", usage=Usage(input_tokens=90_000, output_tokens=1))])
+    harness: AgentHarness[None] = AgentHarness(model=model, context_window=200_000)
+    await harness.invoke(NORWEGIAN * 4)
+    assert calibration_for(f"{model.provider}:{model.model_name}") is None

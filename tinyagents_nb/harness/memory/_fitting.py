@@ -43,14 +43,30 @@ class ContextFitter:
             when asked and never relieved).
         pressure: The chain that relieves a request over its window (``None``: measure only and
             let the provider have the last word).
+        provider: The model's provider: estimates are calibrated per ``provider:model``.
     """
 
-    __slots__ = ("_estimator", "_last_estimate", "_last_tools", "_tool_tokens", "model_name", "pressure", "window")
+    __slots__ = (
+        "_estimator",
+        "_key",
+        "_last_estimate",
+        "_last_tools",
+        "_tool_tokens",
+        "model_name",
+        "pressure",
+        "window",
+    )
 
     def __init__(
-        self, model_name: str, window: ContextWindow | None, pressure: ContextPressureChain | None = None
+        self,
+        model_name: str,
+        window: ContextWindow | None,
+        pressure: ContextPressureChain | None = None,
+        *,
+        provider: str | None = None,
     ) -> None:
         self.model_name = model_name
+        self._key = f"{provider}:{model_name}" if provider else model_name  # the calibration's key
         self.window = window
         self.pressure = pressure
         self._estimator: TokenEstimator | None = None
@@ -79,7 +95,7 @@ class ContextFitter:
         estimator = self.estimator
         tool_tokens = self.schema_tokens(estimator, tuple(request.tools))
         raw = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
-        estimate = calibrated(self.model_name, raw)
+        estimate = calibrated(self._key, raw)
         if self.pressure is not None and not window.fits(estimate):
             relieved = await self.pressure.relieve(
                 ctx,
@@ -90,14 +106,14 @@ class ContextFitter:
             )
             request = request.with_messages(tuple(relieved))
             raw = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
-            estimate = calibrated(self.model_name, raw)
+            estimate = calibrated(self._key, raw)
         ctx.context_window = window.with_estimate(estimate)
         self._last_estimate = (request, estimate, raw)
         return request
 
     def _raw_window(self, window: ContextWindow) -> ContextWindow:
         """``window`` in raw-estimate units: a model whose real count runs 1.4x the estimate gets 1/1.4 the room."""
-        found = calibration_for(self.model_name)
+        found = calibration_for(self._key)
         if found is None or found.ratio == 1.0:
             return window
         usable = max(1, math.floor(window.usable_tokens / found.ratio))
@@ -114,7 +130,7 @@ class ContextFitter:
         else:
             estimator = self.estimator
             raw = estimator.estimate(request.messages, tools_schema_tokens=self.schema_tokens(estimator, request.tools))
-        observe_prompt_tokens(self.model_name, raw, reported)
+        observe_prompt_tokens(self._key, raw, reported)
         if ctx.context_window is not None:
             ctx.context_window = ctx.context_window.with_measured(reported)
 
@@ -125,7 +141,7 @@ class ContextFitter:
             return last[1]
         estimator = self.estimator
         raw = estimator.estimate(request.messages, tools_schema_tokens=self.schema_tokens(estimator, request.tools))
-        return calibrated(self.model_name, raw)
+        return calibrated(self._key, raw)
 
     async def refit(
         self, ctx: RunContext[Any], request: ModelRequest, window: ContextWindow, *, estimator: TokenEstimator
