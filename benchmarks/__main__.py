@@ -16,7 +16,9 @@ import time
 
 from benchmarks._common import describe_machine, package_version
 
-BENCHMARKS = ("overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "notebook", "browser")
+BENCHMARKS = (
+    "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "notebook", "browser", "otel",
+)  # fmt: skip
 OPT_IN = ("realserver",)  # needs the llama-server ./dev test builds: run by name only
 
 

@@ -23,6 +23,7 @@ SECTIONS = (
     "=== 6. Provider adapters: CPU per streamed token (parse only) ===",
     "=== 7. MCP servers ===",
     "=== 8. RLM: long contexts and sub-query fan-out ===",
+    "=== 10. OpenTelemetry tracing: model -> tool -> model, per run, on vs off ===",
     "=== browser: Stop click → cancelled record, first token → visible (JupyterLab, headless Chromium) ===",
 )
 

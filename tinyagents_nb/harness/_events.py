@@ -78,6 +78,8 @@ class RunStarted(AgentEvent):
     thread_id: str | None = None
     model: str | None = None
     input: str = ""
+    agent: str | None = None
+    provider: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -129,6 +131,7 @@ class ModelStarted(AgentEvent):
     kind: Literal["model.started"] = "model.started"
     call_id: str
     model: str
+    provider: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -164,6 +167,8 @@ class ModelCompleted(AgentEvent):
     finish_reason: str | None = None
     duration_s: float = 0.0
     cached: bool = False
+    provider: str | None = None
+    response_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -261,11 +266,16 @@ class ToolDeltaEvent(AgentEvent):
 # ------------------------------------------------------------------------------------------ sub-agents
 @dataclass(frozen=True, kw_only=True, slots=True)
 class SubAgentStarted(AgentEvent):
-    """Emitted by the parent run; ``child_run_id`` is the node it adds to the tree."""
+    """Emitted by the parent run; ``child_run_id`` is the node it adds to the tree.
+
+    ``call_id`` is the parent's tool call that started it, when it runs inside one (a tracer nests
+    the child under that call).
+    """
 
     kind: Literal["subagent.started"] = "subagent.started"
     name: str
     child_run_id: str
+    call_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -71,6 +71,7 @@ class LoopHarness(Protocol):
     what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
     """
 
+    name: str
     model: ChatModel
     model_chain: tuple[ChatModel, ...]
     tools: ToolRegistry
@@ -101,9 +102,8 @@ class RunLoop:
         self.streaming = streaming
         self.status = status
         policy = harness.policy
-        # a policy's own clock/ids win; else the tree's (so a deterministic root makes its children so)
-        self.clock = policy.clock if policy.clock is not SYSTEM_CLOCK else ctx.clock
-        self.ids = policy.ids if policy.ids is not RANDOM_IDS else ctx.ids
+        self.clock = policy.clock if policy.clock is not SYSTEM_CLOCK else ctx.clock  # the policy's, else the tree's
+        self.ids = policy.ids if policy.ids is not RANDOM_IDS else ctx.ids  # (a deterministic root stays so)
         self.limits = LimitTracker.for_run(policy.limits, ctx.config, clock=self.clock.monotonic, deadline=ctx.deadline)
         self.partial: StreamAccumulator | None = None
         self.structured: StructuredOutput | None = None
@@ -163,6 +163,8 @@ class RunLoop:
             thread_id=ctx.config.thread_id,
             model=harness.model.model_name,
             input=preview(_last_user_text(self.messages)),
+            agent=harness.name,
+            provider=harness.model.provider,
         )
         try:
             final = await self._body()
@@ -267,11 +269,10 @@ class RunLoop:
         try:
             response = await self._call_compacting(request, call_id)
         except ProviderError as exc:
-            if turn is None or not turn.unsupported(self.ctx, exc):
-                raise
-            return None
-        if self.serving == "configured":  # the reported prompt tokens calibrate this model's estimates
-            self.harness.fitter.observe(self.ctx, request, response.usage)
+            if turn is not None and turn.unsupported(self.ctx, exc):
+                return None
+            raise
+        self.harness.fitter.observe(self.ctx, request, response.usage, served=self.serving == "configured")
         return response
 
     async def _call_compacting(self, request: ModelRequest, call_id: str) -> ModelResponse:
@@ -317,7 +318,7 @@ class RunLoop:
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
             chosen = model is harness.model or first is not None
             self.serving = "fallback" if index else "configured" if chosen else "capabilities"
-            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name)
+            ctx.emit(ModelStarted, call_id=call_id, model=model.model_name, provider=model.provider)
             started = self.clock.monotonic()
             key = None
             if cache is not None:
@@ -391,6 +392,8 @@ class RunLoop:
             finish_reason=response.finish_reason,
             duration_s=self.clock.monotonic() - started,
             cached=cached,
+            provider=response.provider,
+            response_id=response.response_id,
         )
         return response
 

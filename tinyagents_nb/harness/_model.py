@@ -134,6 +134,8 @@ class ModelResponse:
     model: str | None = None
     provider: str | None = None
     resolved: ResolvedModel | None = None
+    response_id: str | None = None
+    """The provider's id for this response (``chatcmpl-…``, ``msg_…``), when it sent one."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -151,6 +153,7 @@ class StreamFinish:
     finish_reason: str | None = None
     model: str | None = None
     type: Literal["finish"] = "finish"
+    response_id: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -199,7 +202,9 @@ class StreamAccumulator:
     an invented id unique to this response (``InventedCallIds``), never a bare position.
     """
 
-    __slots__ = ("_blocks", "_calls", "_finish", "_invented", "_model", "_provider", "_reasoning", "_text", "_usage")
+    __slots__ = (
+        "_blocks", "_calls", "_finish", "_id", "_invented", "_model", "_provider", "_reasoning", "_text", "_usage",
+    )  # fmt: skip
 
     def __init__(self, *, model: str | None = None, provider: str | None = None) -> None:
         self._text: list[str] = []
@@ -208,6 +213,7 @@ class StreamAccumulator:
         self._blocks: list[ThinkingBlock] = []
         self._usage = Usage()
         self._finish: str | None = None
+        self._id: str | None = None
         self._model = model
         self._provider = provider
         self._invented = InventedCallIds()
@@ -232,6 +238,7 @@ class StreamAccumulator:
         else:
             self._finish = item.finish_reason or self._finish
             self._model = item.model or self._model
+            self._id = item.response_id or self._id
 
     @property
     def text(self) -> str:
@@ -260,6 +267,7 @@ class StreamAccumulator:
             finish_reason=self._finish,
             model=self._model,
             provider=self._provider,
+            response_id=self._id,
         )
 
 

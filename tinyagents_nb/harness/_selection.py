@@ -109,6 +109,7 @@ def with_resolved(response: ModelResponse, model: ChatModel, source: ModelResolu
         model=served,
         provider=provider,
         resolved=_resolved(provider, served, source),
+        response_id=response.response_id,
     )
 
 

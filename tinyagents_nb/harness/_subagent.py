@@ -22,6 +22,7 @@ from ._events import AgentEvent, SubAgentCompleted, SubAgentReused, SubAgentStar
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
 from ._model import ToolSchema
 from ._run import AgentRun
+from ._tool_progress import current_reporter
 from ._tools import ToolResult
 
 if TYPE_CHECKING:
@@ -87,7 +88,7 @@ class SubAgent:
             raise SubAgentDepthError(cap)
         child = parent.child(tags=(f"subagent:{self.name}",), metadata={"subagent": self.name})
         release = make_steerable(parent, child, self.name)  # a steerable parent can steer its children
-        parent.emit(SubAgentStarted, name=self.name, child_run_id=child.run_id)
+        parent.emit(SubAgentStarted, name=self.name, child_run_id=child.run_id, call_id=current_reporter().call_id)
         try:
             run, _ = await self.harness.invoke_with_status(child, self._input(input), streaming=parent.streaming)
         except BaseException as exc:

@@ -31,6 +31,7 @@ from ._mcp import mcp_command
 from ._offline import OFFLINE_MODEL
 from ._pricing import set_price
 from ._session import NotebookSession
+from ._trace import trace_command
 from ._waiting import WaitOutcome, sync_delivery, wait_runs, wait_runs_async
 
 __all__ = ["COMMANDS", "run_command", "wait_command_async"]
@@ -304,6 +305,7 @@ COMMANDS: Mapping[str, Command] = {
     "tools": _tools,
     "journal": _journal,
     "mcp": mcp_command,
+    "trace": trace_command,
     "reset": _reset,
     **APPROVAL_COMMANDS,
 }

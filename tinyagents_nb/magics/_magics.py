@@ -128,6 +128,12 @@ class AgentMagics(magic.Magics):
         "Read when the session is created and at %agent reset.",
     ).tag(config=True)
 
+    otel_endpoint = Unicode(
+        "",
+        help="OTLP/HTTP collector (e.g. http://127.0.0.1:4318) that receives every run as OpenTelemetry GenAI "
+        "spans, like %agent trace otlp URL; empty exports nothing. Needs the [otel] extra.",
+    ).tag(config=True)
+
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         self._ready = False
         super().__init__(shell=shell, **kwargs)
@@ -140,6 +146,8 @@ class AgentMagics(magic.Magics):
             session.reopen(self.store_path)  # made by get_session() before the extension was loaded
         _replace_session(session)
         self._apply(session, only_set=True)
+        if self.otel_endpoint:
+            session.tracing.start(self.otel_endpoint)
         self._ready = True
 
     @property
@@ -159,6 +167,16 @@ class AgentMagics(magic.Magics):
     def _settings_changed(self, change: Any) -> None:
         if self._ready:
             self._apply(self.session)
+
+    @observe("otel_endpoint")
+    def _otel_endpoint_changed(self, change: Any) -> None:
+        if self._ready:
+            tracing = self.session.tracing
+            if self.otel_endpoint:
+                tracing.start(self.otel_endpoint)
+            else:
+                tracing.stop()
+            print(tracing.describe())
 
     @observe("store_path")
     def _store_path_changed(self, change: Any) -> None:

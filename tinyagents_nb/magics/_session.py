@@ -52,6 +52,7 @@ from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
 from ._pricing import run_notes
 from ._servers import SessionServers
+from ._tracing import SessionTracing
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -91,6 +92,8 @@ class NotebookSession:
         self.max_model_calls = max_model_calls
         self.mcp = SessionServers()
         """MCP servers whose tools every run gets (``%agent mcp``); they outlive ``reset``, like tools."""
+        self.tracing = SessionTracing()
+        """OpenTelemetry export of every run (``%agent trace``); it outlives ``reset`` too."""
         self.max_cost_usd: float | None = None
         """Dollar cap of each run's tree (``None``: none)."""
         self.session_max_cost_usd: float | None = None
@@ -127,7 +130,11 @@ class NotebookSession:
         # token deltas are not journaled: a durable write per token would dominate a long stream,
         # and model.completed / run.completed already record every call and the final text
         journal_sink = JournalSink(self.journal, exclude_kinds={"model.delta"})
-        self._detach = [events.add_listener(journal_sink), events.add_listener(self._on_event)]
+        self._detach = [
+            events.add_listener(journal_sink),
+            events.add_listener(self._on_event),
+            self.tracing.attach(events),
+        ]
         self.store.put(_META, "thread_id", str(thread))
 
     def _on_event(self, offset: int, event: AgentEvent) -> None:

@@ -81,6 +81,7 @@ async def test_streamed_text_split_inside_lines_and_utf8_characters(replay_serve
     assert response.usage.input_tokens == 25
     assert response.usage.output_tokens == 9
     assert response.model == "claude-sonnet-4-5-20250929"
+    assert response.response_id == "msg_01replay"
     sent = replay_server.requests[0]
     assert sent.path == "/v1/messages"
     assert sent.headers["x-api-key"] == KEY
@@ -240,6 +241,7 @@ async def test_invoke_parses_a_message(replay_server: ReplayServer) -> None:
     assert response.finish_reason == "length"
     assert (response.usage.input_tokens, response.usage.output_tokens) == (100, 7)
     assert response.provider == "anthropic"
+    assert response.response_id == "msg_01replay"  # a tracer's gen_ai.response.id
     assert "stream" not in replay_server.requests[0].body
 
 

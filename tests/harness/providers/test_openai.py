@@ -115,6 +115,7 @@ async def test_unary_usage_with_cached_and_reasoning_tokens(replay_server: Repla
         response = await model.invoke(ask())
     assert response.usage == Usage(input_tokens=120, output_tokens=30, cached_input_tokens=64, reasoning_tokens=12)
     assert response.message.reasoning == "thought"
+    assert response.response_id == "chatcmpl-1"  # a tracer's gen_ai.response.id
 
 
 async def test_unary_refusal_and_empty_choices(replay_server: ReplayServer) -> None:
@@ -143,7 +144,7 @@ async def test_stream_text_with_include_usage_chunk(replay_server: ReplayServer)
     assert texts(items) == ["Hel", "lo", " world"]
     assert items[-2:] == [
         StreamUsage(usage=Usage(input_tokens=61, output_tokens=16, cached_input_tokens=32, reasoning_tokens=4)),
-        StreamFinish(finish_reason="stop", model="gpt-4o-mini-2024-07-18"),
+        StreamFinish(finish_reason="stop", model="gpt-4o-mini-2024-07-18", response_id="chatcmpl-1"),
     ]
     body = replay_server.requests[0].body
     assert body["stream"] is True
@@ -214,7 +215,7 @@ async def test_stream_reasoning_content_and_robust_framing(replay_server: Replay
     assert error is None
     assert items[0] == ThinkingDelta(text="hmm")
     assert texts(items) == ["yes", "!"]
-    assert items[-1] == StreamFinish(finish_reason="stop", model="gpt-4o-mini-2024-07-18")
+    assert items[-1] == StreamFinish(finish_reason="stop", model="gpt-4o-mini-2024-07-18", response_id="chatcmpl-1")
 
 
 def json_line(obj: Any) -> str:
@@ -243,7 +244,7 @@ async def test_stream_cut_after_finish_only_loses_usage(replay_server: ReplaySer
     assert error is None
     assert texts(items) == ["done"]
     assert not any(isinstance(item, StreamUsage) for item in items)
-    assert items[-1] == StreamFinish(finish_reason="stop", model="gpt-4o-mini-2024-07-18")
+    assert items[-1] == StreamFinish(finish_reason="stop", model="gpt-4o-mini-2024-07-18", response_id="chatcmpl-1")
 
 
 async def test_stream_malformed_chunk(replay_server: ReplayServer) -> None:

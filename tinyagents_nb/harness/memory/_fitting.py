@@ -119,10 +119,13 @@ class ContextFitter:
         usable = max(1, math.floor(window.usable_tokens / found.ratio))
         return dataclasses.replace(window, max_tokens=usable + window.reserved_output_tokens)
 
-    def observe(self, ctx: RunContext[Any], request: ModelRequest, usage: Usage) -> None:
-        """Learn from the prompt tokens the provider reported for ``request`` (a call that completed)."""
+    def observe(self, ctx: RunContext[Any], request: ModelRequest, usage: Usage, *, served: bool = True) -> None:
+        """Learn from the prompt tokens the provider reported for ``request`` (a call that completed).
+
+        ``served=False``: another model (a fallback) answered, whose count says nothing about this one.
+        """
         reported = usage.input_tokens
-        if reported <= 0:
+        if reported <= 0 or not served:
             return
         last = self._last_estimate
         if last is not None and last[0] is request:

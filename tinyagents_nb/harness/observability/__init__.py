@@ -2,7 +2,7 @@
 
 Journals keep a run's events for replay (``InMemoryEventJournal``, ``SQLiteEventJournal``,
 ``JsonlEventJournal``); sinks feed them and scrub secrets on the way (``RedactingSink``);
-``AgentObservation`` is the flat, JSON-safe view of one event (``as_observations`` turns any record
+``OTelSink`` turns runs into OpenTelemetry GenAI spans (extra ``[otel]``); ``AgentObservation`` is the flat, JSON-safe view of one event (``as_observations`` turns any record
 a journal or sink holds into those, for code that reads records its own way); ``AgentLatencyMetrics``
 and ``events_to_dataframe`` summarise a run.
 """
@@ -41,19 +41,29 @@ from ._observability import (
     as_observations as as_observations,
     event_from_dict as event_from_dict,
 )
+from ._otel import (
+    OTelSink as OTelSink,
+)
+from ._otel_conventions import (
+    CONVENTIONS as CONVENTIONS,
+    GenAIConventions as GenAIConventions,
+)
 
 __all__ = [
     "AgentCallLatency",
     "AgentLatencyMetrics",
     "AgentObservation",
+    "CONVENTIONS",
     "DEFAULT_PATTERNS",
     "DEFAULT_SENSITIVE_KEYS",
     "EventJournal",
     "FanOutSink",
+    "GenAIConventions",
     "InMemoryEventJournal",
     "JournalSink",
     "JsonlEventJournal",
     "JsonlSink",
+    "OTelSink",
     "Observed",
     "RedactingSink",
     "RunLatency",

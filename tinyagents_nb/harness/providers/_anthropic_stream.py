@@ -45,6 +45,7 @@ class EventParser:
         "error",
         "finish_reason",
         "model",
+        "response_id",
         "saw_finish",
         "secrets",
         "spec",
@@ -55,6 +56,7 @@ class EventParser:
         self.model = model
         self.secrets = secrets
         self.finish_reason: str | None = None
+        self.response_id: str | None = None
         self.saw_finish = False
         self.done = False
         self.error: TinyAgentsError | None = None
@@ -104,7 +106,7 @@ class EventParser:
         """The closing items: usage (when the stream reported any), then ``StreamFinish``."""
         usage = self.usage
         tail: list[ModelStreamItem] = [] if usage is None else [StreamUsage(usage=usage)]
-        tail.append(StreamFinish(finish_reason=self.finish_reason, model=self.model))
+        tail.append(StreamFinish(finish_reason=self.finish_reason, model=self.model, response_id=self.response_id))
         return tail
 
     def _malformed(self, detail: str) -> ProviderError:
@@ -134,6 +136,8 @@ class EventParser:
                 served = message.get("model")
                 if isinstance(served, str) and served:
                     self.model = served
+                if isinstance(message.get("id"), str) and message["id"]:
+                    self.response_id = message["id"]
                 self._merge_usage(message.get("usage"))
         elif kind == "message_delta":
             delta = payload.get("delta")

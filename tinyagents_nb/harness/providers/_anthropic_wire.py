@@ -350,4 +350,5 @@ def parse_message(data: Mapping[str, Any], *, model: str, provider: str) -> Mode
         finish_reason=finish_reason(data.get("stop_reason")),
         model=served if isinstance(served, str) and served else model,
         provider=provider,
+        response_id=data["id"] if isinstance(data.get("id"), str) and data["id"] else None,
     )

@@ -332,6 +332,7 @@ def parse_completion(data: object, *, spec: ProviderSpec, model: str) -> ModelRe
         finish_reason=finish if isinstance(finish, str) else None,
         model=served if isinstance(served, str) and served else model,
         provider=spec.name,
+        response_id=data["id"] if isinstance(data.get("id"), str) and data["id"] else None,
     )
 
 
@@ -352,6 +353,7 @@ class ChunkParser:
         "error",
         "finish_reason",
         "model",
+        "response_id",
         "saw_finish",
         "secrets",
         "spec",
@@ -363,6 +365,7 @@ class ChunkParser:
         self.model = model
         self.secrets = secrets
         self.finish_reason: str | None = None
+        self.response_id: str | None = None
         self.saw_finish = False
         self.done = False
         self.error: TinyAgentsError | None = None
@@ -412,13 +415,15 @@ class ChunkParser:
     def finish(self) -> list[ModelStreamItem]:
         """The closing items: the usage (when the stream reported it), then ``StreamFinish``."""
         tail: list[ModelStreamItem] = [] if self.usage is None else [StreamUsage(usage=self.usage)]
-        tail.append(StreamFinish(finish_reason=self.finish_reason, model=self.model))
+        tail.append(StreamFinish(finish_reason=self.finish_reason, model=self.model, response_id=self.response_id))
         return tail
 
     def _chunk(self, chunk: dict[str, Any], items: list[ModelStreamItem]) -> None:
         served = chunk.get("model")
         if isinstance(served, str) and served:
             self.model = served
+        if self.response_id is None and isinstance(chunk.get("id"), str):
+            self.response_id = chunk["id"] or None
         usage = chunk.get("usage")
         if not isinstance(usage, dict):  # older Groq responses carry usage only under x_groq
             groq = chunk.get("x_groq")
