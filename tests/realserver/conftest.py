@@ -93,7 +93,7 @@ def start_server(directory: Path, log: Path, *extra: str) -> LlamaServer:
         "--host", "127.0.0.1", "--port", str(port),
         "-a", ALIAS, "-c", str(N_CTX), "-np", "1", "-t", "2",
         "--no-webui", "--chat-template-file", str(directory / "chatml-tools.jinja"),
-        "--cache-ram", "64", "--slots",
+        "--cache-ram", "64", "--slots", "-n", "256",  # a request's max_tokens overrides the 256 default
         *extra,
     ]  # fmt: skip
     with log.open("wb") as out:
