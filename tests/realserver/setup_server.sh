@@ -16,8 +16,15 @@ PY="${PYTHON:-python3}"
 
 log() { printf '\033[1m==> %s\033[0m\n' "$*" >&2; }
 
-# GGML_NATIVE tunes the binary to this CPU, so the cache is keyed by the CPU's flags as well as the version.
-cpu_key="$( (grep -m1 '^flags' /proc/cpuinfo 2>/dev/null || uname -m) | sha256sum | cut -c1-10)"
+# Not GGML_NATIVE: on a VM that advertises AMX/AVX-512 without enabling them, -march=native builds a
+# binary that dies with SIGILL when it loads a model (seen on the 2-core CI-like machines). AVX2/FMA
+# (x86-64-v3) when the CPU has them, else the portable baseline; the cache is keyed by that level.
+cpu_flags=(-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF)
+cpu_key="$(uname -m)-base"
+if grep -qw avx2 /proc/cpuinfo 2>/dev/null && grep -qw fma /proc/cpuinfo && grep -qw f16c /proc/cpuinfo; then
+    cpu_flags+=(-DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
+    cpu_key="$(uname -m)-v3"
+fi
 root="${XDG_CACHE_HOME:-$HOME/.cache}/tinyagents-nb/realserver"
 dir="$root/llama-cpp-python-$LLAMA_CPP_PYTHON_VERSION-smollm2-$SMOLLM2_VERSION-$cpu_key"
 mkdir -p "$root"
@@ -77,12 +84,36 @@ src="$(echo "$work"/src/llama_cpp_python-*/vendor/llama.cpp)"
 log "building llama-server (about 7 minutes on 2 cores; cached afterwards in $dir)"
 cmake -S "$src" -B "$work/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DLLAMA_BUILD_TESTS=OFF \
     -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_APP=OFF -DLLAMA_USE_PREBUILT_UI=OFF -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF >"$work/cmake.log" 2>&1 || { cat "$work/cmake.log" >&2; exit 1; }
+    -DLLAMA_CURL=OFF -DBUILD_SHARED_LIBS=OFF "${cpu_flags[@]}" >"$work/cmake.log" 2>&1 \
+    || { cat "$work/cmake.log" >&2; exit 1; }
 cmake --build "$work/build" --target llama-server -j"${TINYAGENTS_BUILD_JOBS:-$(nproc)}" >"$work/build.log" 2>&1 \
     || { tail -n 60 "$work/build.log" >&2; exit 1; }
 cp "$work/build/bin/llama-server" "$work/out/llama-server"
 cp "$src/models/templates/$TEMPLATE" "$work/out/chatml-tools.jinja"
-"$work/out/llama-server" --version >/dev/null 2>&1 || { log "the built llama-server does not run"; exit 1; }
+# A real smoke test: load the model and generate (a --version check passed with a SIGILL binary).
+port="$("$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$work/out/llama-server" -m "$work/out/$MODEL_FILE" --host 127.0.0.1 --port "$port" -c 512 -np 1 -t 2 --no-webui \
+    >"$work/smoke.log" 2>&1 &
+server=$!
+ok=""
+for _ in $(seq 300); do
+    if "$PY" - "$port" <<'PY' 2>/dev/null; then ok=1; break; fi
+import json, sys, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/completion"
+body = json.dumps({"prompt": "Hello", "n_predict": 2}).encode()
+with urllib.request.urlopen(urllib.request.Request(url, body, {"Content-Type": "application/json"}), timeout=5) as r:
+    sys.exit(0 if json.load(r).get("content") is not None else 1)
+PY
+    kill -0 "$server" 2>/dev/null || break
+    sleep 0.2
+done
+kill "$server" 2>/dev/null || true
+wait "$server" 2>/dev/null || true
+if [ -z "$ok" ]; then
+    tail -n 30 "$work/smoke.log" >&2
+    log "the built llama-server cannot serve the model (see above)"
+    exit 1
+fi
 
 rm -rf "$dir"
 mv "$work/out" "$dir"
