@@ -18,6 +18,7 @@ from benchmarks._common import describe_machine, package_version
 
 BENCHMARKS = (
     "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "notebook", "browser", "otel",
+    "budget",
 )  # fmt: skip
 OPT_IN = ("realserver",)  # needs the llama-server ./dev test builds: run by name only
 

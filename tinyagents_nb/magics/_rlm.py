@@ -84,6 +84,7 @@ def rlm_starter(
         )
         harness, messages = rlm.prepare(prompt, values)
         ctx = session.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
+        ctx.budgets = session.budgets_for(ctx, rlm.model)  # the notebook's caps bind the run and its sub-queries
         if timeout_s is not None:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(messages, context=ctx)

@@ -5,11 +5,13 @@ costs in prompt tokens (``request_tokens``), a fallback to a model with a smalle
 request (``refit``), and reactive compaction shrinks a request the provider rejected as too long
 (``compact_rejected`` in this package). Estimates are counted once: the tokenizer is looked up once
 per fitter, tool-schema tokens once per distinct tool set, and the request ``fit`` made is
-remembered so the budget check that follows does not count it again.
+remembered so the budget check that follows does not count it again. What a rejection taught is
+kept (``learn``): once the provider said a prompt was too long, later requests are fitted to the
+smaller budget it implied, instead of being rejected again every turn.
 
-Estimates are calibrated per model (``_calibration``): each response that reports its prompt tokens
-teaches the fitter (``observe``) how far the estimator runs from the model's real tokenizer, and
-later requests are fitted with the corrected figure.
+Estimates are also calibrated per model (``_calibration``): each response that reports its prompt
+tokens teaches the fitter (``observe``) how far the estimator runs from the model's real tokenizer,
+and later requests are fitted with the corrected figure.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ class ContextFitter:
         "_last_estimate",
         "_last_tools",
         "_tool_tokens",
+        "learned_prompt_tokens",
         "model_name",
         "pressure",
         "window",
@@ -74,6 +77,8 @@ class ContextFitter:
         self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
         self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
         self._last_estimate: tuple[ModelRequest, int, int] | None = None  # (request, calibrated, raw)
+        self.learned_prompt_tokens: int | None = None
+        """The prompt budget a provider's rejection implied (``learn``); ``None`` until one happens."""
 
     @property
     def estimator(self) -> TokenEstimator:
@@ -89,15 +94,18 @@ class ContextFitter:
         summaries are reused across calls so re-relieving the same history is cheap. The final
         (calibrated) estimate lands on ``ctx.context_window``, where the notebook's gauge reads it.
         """
-        window = self.window
+        window = self._effective_window()
         if window is None:
             return request
         estimator = self.estimator
         tool_tokens = self.schema_tokens(estimator, tuple(request.tools))
         raw = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
         estimate = calibrated(self._key, raw)
-        if self.pressure is not None and not window.fits(estimate):
-            relieved = await self.pressure.relieve(
+        pressure = self.pressure
+        if pressure is None and window is not self.window:  # a learned budget must be met, like refit's
+            pressure = ContextPressureChain()
+        if pressure is not None and not window.fits(estimate):
+            relieved = await pressure.relieve(
                 ctx,
                 request.messages,
                 window=self._raw_window(window),
@@ -136,6 +144,25 @@ class ContextFitter:
         observe_prompt_tokens(self._key, raw, reported)
         if ctx.context_window is not None:
             ctx.context_window = ctx.context_window.with_measured(reported)
+
+    def learn(self, prompt_tokens: int) -> None:
+        """Remember that prompts must stay within ``prompt_tokens`` (estimated): a provider rejected more.
+
+        Only ever tightens; every later ``fit`` of this harness's requests meets it.
+        """
+        if prompt_tokens >= 1 and (self.learned_prompt_tokens is None or prompt_tokens < self.learned_prompt_tokens):
+            self.learned_prompt_tokens = prompt_tokens
+
+    def _effective_window(self) -> ContextWindow | None:
+        window, learned = self.window, self.learned_prompt_tokens
+        if learned is None:
+            return window
+        if window is None:
+            return ContextWindow(model=self.model_name, max_tokens=learned)
+        if learned >= window.usable_tokens:
+            return window
+        reserved = window.reserved_output_tokens
+        return ContextWindow(model=window.model, max_tokens=learned + reserved, reserved_output_tokens=reserved)
 
     def request_tokens(self, request: ModelRequest) -> int:
         """The prompt tokens ``request`` is estimated at, calibrated (``fit``'s estimate when it made this request)."""
