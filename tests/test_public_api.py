@@ -424,6 +424,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
     ],
     "models": [
         "CONFIGURABLE_KEYS",
+        "Calibration",
         "CapabilitySet",
         "ChatModel",
         "ContextWindow",
@@ -452,6 +453,8 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "TokenEstimator",
         "ToolChoice",
         "ToolSchema",
+        "calibration_for",
+        "clear_calibrations",
         "collect_stream",
         "context_window_for",
         "estimate_tokens",
