@@ -45,6 +45,7 @@ from ._blocks import extract_code_blocks, final_from_text
 from ._bridge import SubQueries
 from ._config import RLMLimits
 from ._events import RLMCode, RLMOutput, RLMStarted
+from ._recursion import Children
 
 if TYPE_CHECKING:
     from tinyagents_nb.harness import AgentRun
@@ -55,11 +56,13 @@ __all__ = ["REPL_TOOL", "CodeApproval", "REPLDialect", "REPLTool", "RLMMiddlewar
 
 REPL_TOOL = "repl"
 CodeApproval = Callable[[RunContext[Any], str], Awaitable[bool]]
+Spawn = Callable[[RunContext[Any], str, Any, int], Awaitable["AgentRun"]]
+"""``spawn(ctx, prompt, context, depth) -> AgentRun``: one child RLM run of the run ``ctx``."""
 """``approve(ctx, code) -> bool``: a hook run before each block; ``False`` skips the block (the model is told)."""
 
 _NUDGE = (
     "No code block found. Reply with a fenced ```python block to run in the REPL, "
-    'or call FINAL(answer) / FINAL_VAR("name") in one to answer.'
+    'or set answer["content"] and answer["ready"] = True in one to answer.'
 )
 
 
@@ -78,6 +81,12 @@ class RLMRunState:
     consecutive_errors: int = 0
     final: str | None = None
     started: bool = False
+    depth: int = 0
+    """This run's RLM depth (the root is 0; an ``rlm_query`` child is its parent's + 1)."""
+    spawn: Spawn | None = None
+    """Starts one ``rlm_query`` child run (the ``RLM`` sets it; ``None``: ``rlm_query`` is refused)."""
+    last_output: str = ""
+    """What the last block printed (a marked partial answer when a limit ends the run without one)."""
 
 
 class REPLDialect:
@@ -217,7 +226,7 @@ class REPLTool:
         final = arguments.get("final")
         if isinstance(final, str):
             state.final = final
-            return ToolResult.ok("[FINAL received: the run ends]")
+            return ToolResult.ok("[answer received: the run ends]")
         if not blocks:
             return ToolResult.ok(_NUDGE)
         assert isinstance(blocks, list | tuple)
@@ -258,6 +267,8 @@ class REPLTool:
                 ctx.emit(LimitReached, limit="rlm_block_timeout", maximum=cap)
                 raise LimitExceeded("rlm_block_timeout", f"a code block ran longer than {cap:g} s", maximum=cap)
             outputs.append(label + (result.output.rstrip("\n") or "(no output)"))
+            if result.output.strip():
+                state.last_output = shown
             if queries.final is not None:
                 state.final = queries.final
                 break
@@ -269,7 +280,7 @@ class REPLTool:
         self._count_errors(ctx, failed)
         text, _ = truncate("\n".join(outputs), limits.max_output_chars)
         if state.final is not None:
-            text += "\n[FINAL received: the run ends]"
+            text += "\n[answer received: the run ends]"
         return ToolResult.ok(text)
 
     def _count_errors(self, ctx: RunContext[Any], failed: bool) -> None:
@@ -300,6 +311,7 @@ class RLMMiddleware(Middleware):
     async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
         state = self.state
         state.queries = SubQueries(ctx, state.sub_harness, state.limits)
+        state.queries.ops["rlm"] = Children(ctx, state, state.queries).handle
         ctx.emit(RLMStarted, tool_name=REPL_TOOL, environment=state.environment.name)
         await state.environment.start_run(state.prepared, state.queries)
         state.started = True

@@ -24,7 +24,9 @@ __all__ = ["Environment", "ExecutionResult", "StopReason", "check_names", "trim_
 StopReason = Literal["stop", "timeout"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TRACEBACK_LINES = 12
-_RESERVED = frozenset({"llm", "llm_batch", "FINAL", "FINAL_VAR", "RLMCallError"})
+_RESERVED = frozenset(
+    {"llm", "llm_batch", "rlm_query", "rlm_query_batched", "FINAL", "FINAL_VAR", "SHOW_VARS", "RLMCallError", "answer"}
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -95,7 +95,8 @@ def __rlm_setup(path, port, token, source):
             ns[name] = pickle.loads(blob)
         except Exception as exc:
             failed[name] = f"{{type(exc).__name__}}: {{exc}}"
-    helpers["install"](ns, helpers["socket_transport"](port, token))
+    after_block = helpers["install"](ns, helpers["socket_transport"](port, token))
+    helpers["hook_after_blocks"](get_ipython(), after_block)
     print(json.dumps(failed))
 __rlm_setup({path!r}, {port!r}, {token!r}, {source!r})
 del __rlm_setup

@@ -21,12 +21,22 @@ namespace, which persists across replies; the next message shows what they print
 - Inspect the data with code: len(), slicing, str methods, re, collections.Counter, pandas.
 - `llm(prompt) -> str` asks a sub-model one question (give it the text it needs, e.g. a chunk of \
 the data: it sees nothing else). `llm_batch(prompts) -> list[str]` asks many at once, in parallel; \
-prefer it over llm in a loop. At most {max_sub} sub-queries per task.
+prefer it over llm in a loop. At most {max_sub} sub-queries per task.{recursion}
+- `SHOW_VARS()` prints the variables you have made so far.
 - An exception is shown to you as output; fix the code and go on.
-- When you have the answer, call `FINAL(answer)` in a code block, or `FINAL_VAR("name")` to answer \
-with the value of a REPL variable. Do not answer in prose before you have checked it with code.
-- You have at most {max_iterations} replies with code.
+- `answer` is a dict in the REPL: `answer = {{"content": "", "ready": False}}`. Put your answer so \
+far in `answer["content"]` as you go; when it is checked and complete, set `answer["ready"] = True` \
+in a code block: the task ends after that block, with `answer["content"]` as the answer. Do not \
+answer in prose before you have checked it with code.
+- You have at most {max_iterations} replies with code; if you run out, `answer["content"]` is \
+taken as your partial answer.
 """
+
+_RECURSION = """
+- `rlm_query(prompt, context=None) -> str` hands a sub-task that needs code of its own to a child \
+working in its own REPL, where `context` holds the value you pass (it sees nothing else). \
+`rlm_query_batched(prompts, contexts) -> list[str]` starts many at once, in parallel. Children \
+count as sub-queries."""
 
 
 def first_message(task: str, values: Mapping[str, Any], *, environment: str, limits: RLMLimits) -> str:
@@ -39,10 +49,11 @@ def first_message(task: str, values: Mapping[str, Any], *, environment: str, lim
     )
 
 
-def system_prompt(limits: RLMLimits) -> str:
-    """``RLM_SYSTEM_PROMPT`` with the run's limits filled in."""
+def system_prompt(limits: RLMLimits, *, depth: int = 0) -> str:
+    """``RLM_SYSTEM_PROMPT`` with the run's limits filled in (``rlm_query`` taught only where it is allowed)."""
     return RLM_SYSTEM_PROMPT.format(
         max_output=f"{limits.max_output_chars:,}",
         max_sub=f"{limits.max_sub_queries:,}",
         max_iterations=limits.max_iterations,
+        recursion=_RECURSION if depth < limits.max_depth else "",
     )

@@ -8,7 +8,7 @@ limits, Stop, streaming and dashboard; its sub-queries are child runs of it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from tinyagents_nb.harness import (
@@ -22,6 +22,7 @@ from tinyagents_nb.harness import (
     RunConfig,
     RunContext,
     RunPolicy,
+    SubAgent,
     SystemMessage,
     UserMessage,
     resolve_model,
@@ -32,7 +33,9 @@ from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRun
 from ._environment import Environment
 from ._kernel import KernelEnvironment
 from ._local import LocalEnvironment
+from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, system_prompt
+from ._recursion import CHILD_AGENT, EnvironmentPool, child_factory
 
 __all__ = ["RLM", "EnvironmentName"]
 
@@ -65,6 +68,9 @@ class RLM:
         middleware: Extra middleware for the root run.
         approve_code: Called before each block runs; ``False`` skips it (a hook for approvals).
         name: The run's agent name (dashboards show it).
+        child_environment: Makes the REPL of an ``rlm_query`` child (default: one like
+            ``environment``, pooled and reused; required for ``rlm_query`` with an ``Environment``
+            of your own).
     """
 
     def __init__(
@@ -79,6 +85,7 @@ class RLM:
         middleware: Sequence[Middleware] = (),
         approve_code: CodeApproval | None = None,
         name: str = "rlm",
+        child_environment: Callable[[], Environment] | None = None,
     ) -> None:
         self.model = resolve_model(model)
         self.sub_model = resolve_model(sub_model) if sub_model is not None else self.model
@@ -90,6 +97,8 @@ class RLM:
         self.approve_code = approve_code
         self.name = name
         self.sub_harness: AgentHarness[Any] = AgentHarness(model=self.sub_model, policy=self.policy, name="llm")
+        factory = child_environment if child_environment is not None else child_factory(self.environment)
+        self.children = EnvironmentPool(factory) if factory is not None else None
 
     # ------------------------------------------------------------------ one run
     def prepare(self, task: str, context: Mapping[str, Any] | None = None) -> tuple[AgentHarness[Any], list[Message]]:
@@ -99,15 +108,21 @@ class RLM:
             ConfigurationError: An empty task.
             ContextValueError: A value cannot be given to the environment (named in the message).
         """
+        return self._build(task, dict(context or {}), self.environment, depth=0)
+
+    def _build(
+        self, task: str, values: dict[str, Any], environment: Environment, *, depth: int
+    ) -> tuple[AgentHarness[Any], list[Message]]:
         if not task.strip():
             raise ConfigurationError("the RLM task is empty", hint="say what to compute over the context values")
-        values = dict(context or {})
         state = RLMRunState(
-            environment=self.environment,
-            prepared=self.environment.prepare_values(values),
+            environment=environment,
+            prepared=environment.prepare_values(values),
             limits=self.limits,
             sub_harness=self.sub_harness,
             approve=self.approve_code,
+            depth=depth,
+            spawn=self._spawn if self.children is not None else None,
         )
         limits = self.limits
         calls = limits.max_iterations + limits.nudges + 2  # the RLM's own caps fire first
@@ -119,14 +134,26 @@ class RLM:
         harness: AgentHarness[Any] = AgentHarness(
             model=REPLDialect(self.model, state),
             tools=[REPLTool(state)],
-            middleware=[RLMMiddleware(state), *self.middleware],
+            middleware=[RLMMiddleware(state), PartialAnswerMiddleware(state), *self.middleware],
             policy=dataclasses.replace(self.policy, limits=run_limits),
             name=self.name,
             pressure=None,
         )
-        prompt = system_prompt(limits) + (f"\n{self.instructions.strip()}\n" if self.instructions else "")
-        opening = first_message(task, values, environment=self.environment.name, limits=limits)
+        prompt = system_prompt(limits, depth=depth if state.spawn is not None else limits.max_depth) + (f"\n{self.instructions.strip()}\n" if self.instructions else "")
+        opening = first_message(task, values, environment=environment.name, limits=limits)
         return harness, [SystemMessage(text=prompt), UserMessage(text=opening)]
+
+    async def _spawn(self, ctx: RunContext[Any], prompt: str, context: Any, depth: int) -> AgentRun:
+        """One ``rlm_query`` child: a pooled REPL holding ``context``, run as a child of ``ctx``."""
+        assert self.children is not None
+        env = self.children.acquire()
+        try:
+            values = {} if context is None else {"context": context}
+            harness, messages = self._build(prompt, values, env, depth=depth)
+            agent = SubAgent(CHILD_AGENT, harness, description="A child RLM run started by rlm_query.")
+            return await agent.invoke_in_parent(ctx, messages)
+        finally:
+            self.children.release(env)
 
     async def invoke(
         self, task: str, *, context: Mapping[str, Any] | None = None, config: RunConfig | None = None
@@ -162,8 +189,10 @@ class RLM:
         return harness.run_sync(messages, config=config)
 
     def close(self) -> None:
-        """Shut the environment down (a child kernel is stopped)."""
+        """Shut the environment down (a child kernel is stopped), and the children's REPLs."""
         self.environment.close()
+        if self.children is not None:
+            self.children.close()
 
     def __repr__(self) -> str:
         return f"RLM(model={self.model.model_name!r}, environment={self.environment.name!r})"
