@@ -97,7 +97,8 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
             except Exception:
                 pass
             rows.append(f"{name}: {type(value).__name__}{size}")
-        print("\n".join(rows) if rows else "(no variables yet)")
+        show = namespace.get("print", print)  # the in-process REPL captures through its own print
+        show("\n".join(rows) if rows else "(no variables yet)")
 
     namespace.update(
         llm=llm,
@@ -129,7 +130,7 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
 
 
 _HELPER_NAMES = frozenset(
-    {"llm", "llm_batch", "rlm_query", "rlm_query_batched", "FINAL", "FINAL_VAR", "SHOW_VARS", "RLMCallError", "In", "Out"}
+    {"llm", "llm_batch", "rlm_query", "rlm_query_batched", "FINAL", "FINAL_VAR", "SHOW_VARS", "RLMCallError", "In", "Out", "print", "exit", "quit"}
 )
 
 

@@ -1,0 +1,242 @@
+"""RLM, second generation: the ``answer`` dict, ``SHOW_VARS``, ``rlm_query`` children and partial answers."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from tinyagents_nb.harness import (
+    AgentEvent,
+    AssistantMessage,
+    BudgetExceeded,
+    LimitExceeded,
+    ModelRequest,
+    ModelResponse,
+    RunCancelled,
+    RunContext,
+    RunLimits,
+    RunPolicy,
+    SubAgentStarted,
+    Usage,
+    UserMessage,
+)
+from tinyagents_nb.harness.events import UsageRecorded
+from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
+from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, RLMLimits, RLMPartialAnswer
+
+from ._scripts import ROOT_USAGE, py
+
+pytestmark = pytest.mark.anyio
+
+U = Usage(input_tokens=100, output_tokens=10)
+
+
+def fenced(code: str) -> ModelResponse:
+    return ScriptedModel.text(f"Working.\n```python\n{code}\n```\n", usage=U)
+
+
+def task_of(request: ModelRequest) -> str:
+    return next(m.text for m in request.messages if isinstance(m, UserMessage))
+
+
+def turn_of(request: ModelRequest) -> int:
+    return sum(1 for m in request.messages if isinstance(m, AssistantMessage))
+
+
+async def test_the_answer_dict_ends_the_run_after_its_block(environment: Environment) -> None:
+    model = ScriptedModel(
+        [
+            py("answer['content'] = 'a first guess'\nprint(len(answer))"),
+            py("answer['content'] = str(6 * 7)\nanswer['ready'] = True", "print('never runs')"),
+        ]
+    )
+    run = await RLM(model=model, environment=environment).invoke("6 times 7?", context={})
+    assert run.final_text == "42"
+    assert len(model.requests) == 2  # the ready answer ends the run without another model call
+    system = model.requests[0].messages[0].text
+    assert 'answer["ready"] = True' in system
+    assert "FINAL" not in system  # one protocol taught; FINAL/FINAL_VAR still work (test_rlm.py)
+
+
+async def test_a_reassigned_answer_dict_as_the_official_prompts_write_it(environment: Environment) -> None:
+    model = ScriptedModel([py("total = 3 + 4", 'answer = {"content": f"total={total}", "ready": True}')])
+    run = await RLM(model=model, environment=environment).invoke("Add.", context={})
+    assert run.final_text == "total=7"
+
+
+async def test_show_vars_lists_the_models_variables_not_the_helpers(environment: Environment) -> None:
+    model = ScriptedModel([py("rows = [1, 2, 3]\nimport json\nSHOW_VARS()"), py("FINAL('ok')")])
+    run = await RLM(model=model, environment=environment).invoke("Vars?", context={"logs": "abcdef"})
+    assert run.final_text == "ok"
+    shown = model.requests[1].messages[-1].text
+    assert "rows: list, len 3" in shown
+    assert "logs: str, len 6" in shown
+    assert "answer: dict, len 2" in shown
+    for hidden in ("llm_batch", "rlm_query", "json", "SHOW_VARS"):
+        assert hidden not in shown
+
+
+def recursive_model(refusals: list[str]) -> FunctionModel:
+    """Root splits 1,000 numbers over 8 children; each child splits its part over 2 leaves; leaves count."""
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        task, turn = task_of(request), turn_of(request)
+        if "ROOT" in task:
+            if turn == 0:
+                return fenced(
+                    "parts = [context[i::8] for i in range(8)]\n"
+                    "res = rlm_query_batched(['CHILD: count multiples of 3'] * 8, parts)\nprint(res)"
+                )
+            return fenced("answer['content'] = str(sum(int(r) for r in res))\nanswer['ready'] = True")
+        if "CHILD" in task:
+            if turn == 0:
+                return fenced(
+                    "half = len(context) // 2\n"
+                    "sub = rlm_query_batched(['LEAF: count', 'LEAF: count'], [context[:half], context[half:]])\nprint(sub)"
+                )
+            return fenced("answer = {'content': str(sum(int(x) for x in sub)), 'ready': True}")
+        assert "LEAF" in task, task
+        if turn == 0:
+            return fenced(
+                "try:\n    rlm_query('DEEPER', context)\nexcept RLMCallError as e:\n    print('refused:', e)\n"
+                "n = sum(1 for x in context if x % 3 == 0)\nprint(n)"
+            )
+        refusals.append(request.messages[-1].text)
+        return fenced("answer['content'] = str(n)\nanswer['ready'] = True")
+
+    return FunctionModel(reply, model_name="root")
+
+
+async def test_depth_2_recursion_over_8_contexts_rolls_up_exactly_and_refuses_depth_3() -> None:
+    refusals: list[str] = []
+    ctx = RunContext()
+    rec = EventRecorder(ctx.events)
+    rlm = RLM(
+        model=recursive_model(refusals),
+        environment="local",
+        limits=RLMLimits(max_depth=2, max_concurrency=4),
+    )
+    run = await rlm.invoke_in_context(ctx, "ROOT: how many multiples of 3?", context={"context": list(range(1000))})
+    assert run.final_text == str(sum(1 for x in range(1000) if x % 3 == 0))
+    # the tree: 8 children at depth 1, each with 2 leaves at depth 2; nothing at depth 3
+    started = [e for e in rec.events if isinstance(e, SubAgentStarted)]
+    assert len(started) == 24 and {e.name for e in started} == {"rlm_query"}
+    runs = [e for e in rec.events if e.kind == "run.started"]
+    assert sorted(e.depth for e in runs) == [0] + [1] * 8 + [2] * 16
+    assert sum(1 for e in started if e.run_id == run.run_id) == 8
+    # depth 3 was refused inside every leaf's REPL, by the harness's cap
+    assert len(refusals) == 16
+    assert all("refused: RLMDepthError" in text and "max_depth is 2" in text for text in refusals)
+    # exact roll-up: 2 priced calls per run, 25 runs (the answer turns call no model)
+    recorded = sum((e.usage for e in rec.events if isinstance(e, UsageRecorded)), Usage())
+    assert recorded == Usage(input_tokens=25 * 2 * 100, output_tokens=25 * 2 * 10)
+    assert run.usage == recorded
+    assert ctx.usage.for_subtree(run.run_id) == recorded
+    assert rlm.children is not None and rlm.children.size <= 4 + 4 * 2  # REPLs are pooled, bounded by concurrency
+    rlm.close()
+
+
+async def test_max_depth_0_refuses_rlm_query_and_does_not_teach_it() -> None:
+    model = ScriptedModel(
+        [
+            py("try:\n    rlm_query('x')\nexcept RLMCallError as e:\n    print(e)"),
+            py("answer.update(content='done', ready=True)"),
+        ]
+    )
+    run = await RLM(model=model, environment="local", limits=RLMLimits(max_depth=0)).invoke("Go.", context={})
+    assert run.final_text == "done"
+    assert "rlm_query" not in model.requests[0].messages[0].text
+    assert "RLMDepthError: rlm_query refused" in model.requests[1].messages[-1].text
+
+
+async def test_children_count_as_sub_queries_and_the_cap_ends_the_run() -> None:
+    model = ScriptedModel([py("rlm_query_batched(['a', 'b', 'c'], [1, 2, 3])"), py("FINAL('unreachable')")])
+    with pytest.raises(LimitExceeded) as caught:
+        await RLM(model=model, environment="local", limits=RLMLimits(max_sub_queries=2)).invoke("Go.", context={})
+    assert caught.value.limit == "rlm_sub_queries"
+
+
+async def test_stop_cancels_the_children_with_the_parent() -> None:
+    ctx = RunContext()
+    child_running = threading.Event()
+
+    def reply(request: ModelRequest) -> ModelResponse:
+        if "ROOT" in task_of(request):
+            return fenced("rlm_query('CHILD: spin', 1)")
+        return fenced("import time\nwhile True:\n    time.sleep(0.01)")
+
+    def on_event(offset: int, event: AgentEvent) -> None:
+        if event.kind == "rlm.code" and event.depth == 1 and not child_running.is_set():
+            child_running.set()
+            threading.Timer(0.3, lambda: ctx.cancellation.cancel("Stop")).start()
+
+    ctx.events.add_listener(on_event)
+    rec = EventRecorder(ctx.events)
+    with pytest.raises(RunCancelled):
+        await RLM(model=FunctionModel(reply), environment="local").invoke_in_context(ctx, "ROOT", context={})
+    ended = {e.run_id: e.kind for e in rec.events if e.kind in ("run.completed", "run.failed", "run.cancelled")}
+    child = next(e.child_run_id for e in rec.events if isinstance(e, SubAgentStarted))
+    assert child in ended and ended[child] != "run.completed"
+
+
+async def test_a_child_in_its_own_kernel_gets_its_context_over_the_bridge(
+    kernels: Callable[[str], KernelEnvironment],
+) -> None:
+    def reply(request: ModelRequest) -> ModelResponse:
+        task, turn = task_of(request), turn_of(request)
+        if "ROOT" in task:
+            if turn == 0:
+                return fenced("import os\nr = rlm_query('CHILD: sum', {'xs': [1, 2, 3], 'pid': os.getpid()})\nprint(r)")
+            return fenced("FINAL_VAR('r')")
+        return fenced("import os\nanswer.update(content=f\"{sum(context['xs'])} {context['pid'] != os.getpid()}\", ready=True)")
+
+    rlm = RLM(model=FunctionModel(reply), environment=kernels(sys.executable))
+    try:
+        run = await rlm.invoke("ROOT", context={})
+        assert run.final_text == "6 True"  # the child ran in another process than the root's REPL
+        assert rlm.children is not None and rlm.children.size == 1
+    finally:
+        if rlm.children is not None:
+            rlm.children.close()
+
+
+# ---------------------------------------------------------------------------------------- partial answers
+def _partials(rec: EventRecorder) -> list[RLMPartialAnswer]:
+    return [e for e in rec.events if isinstance(e, RLMPartialAnswer)]
+
+
+async def test_the_iteration_limit_ends_with_the_last_answer_content(environment: Environment) -> None:
+    model = ScriptedModel([py("answer['content'] = 'about 40'"), py("print('still counting')"), py("FINAL(1)")])
+    ctx = RunContext()
+    rec = EventRecorder(ctx.events)
+    rlm = RLM(model=model, environment=environment, limits=RLMLimits(max_iterations=2))
+    with pytest.raises(LimitExceeded) as caught:
+        await rlm.invoke_in_context(ctx, "Count.", context={})
+    assert caught.value.limit == "rlm_iterations"
+    assert caught.value.partial_answer == "about 40"  # type: ignore[attr-defined]
+    (event,) = _partials(rec)
+    assert (event.answer, event.source, event.error_type) == ("about 40", "answer", "LimitExceeded")
+
+
+async def test_without_an_answer_the_last_output_is_extracted_and_marked() -> None:
+    model = ScriptedModel([py("print('found 17 so far')"), py("x = 1"), py("FINAL(1)")])
+    with pytest.raises(LimitExceeded) as caught:
+        await RLM(model=model, environment="local", limits=RLMLimits(max_iterations=2)).invoke("Count.", context={})
+    partial: str = caught.value.partial_answer  # type: ignore[attr-defined]
+    assert partial.startswith("[partial: extracted from the last REPL output")
+    assert partial.endswith("found 17 so far")
+    assert caught.value.partial_source == "extracted"  # type: ignore[attr-defined]
+
+
+async def test_a_token_budget_hit_mid_run_keeps_the_partial_answer() -> None:
+    model = ScriptedModel([py("answer['content'] = 'half done'"), py("print(1)"), py("print(2)"), py("FINAL(1)")])
+    policy = RunPolicy(limits=RunLimits(max_total_tokens=int(ROOT_USAGE.total_tokens * 2.5)))
+    with pytest.raises(BudgetExceeded) as caught:
+        await RLM(model=model, environment="local", policy=policy).invoke("Work.", context={})
+    assert 1 <= len(model.requests) <= 3
+    assert caught.value.partial_answer == "half done"  # type: ignore[attr-defined]
+
