@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import pytest
 
@@ -26,7 +26,7 @@ from tinyagents_nb.harness import (
 )
 from tinyagents_nb.harness.events import UsageRecorded
 from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
-from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, RLMLimits, RLMPartialAnswer
+from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, RLMError, RLMLimits, RLMPartialAnswer, RLMSession
 
 from ._scripts import ROOT_USAGE, py
 
@@ -240,3 +240,41 @@ async def test_a_token_budget_hit_mid_run_keeps_the_partial_answer() -> None:
     assert 1 <= len(model.requests) <= 3
     assert caught.value.partial_answer == "half done"  # type: ignore[attr-defined]
 
+
+
+# ---------------------------------------------------------------------------------------- sessions
+@pytest.mark.parametrize("kind", ["local", pytest.param("kernel", marks=pytest.mark.kernel)])
+async def test_a_three_run_session_uses_a_variable_the_first_run_made(kind: Literal["local", "kernel"]) -> None:
+    logs = "INFO a\nERROR disk full\nINFO b\nERROR net down"
+    model = ScriptedModel(
+        [
+            py("hits = [l for l in logs.splitlines() if 'ERROR' in l]\nanswer.update(content=str(len(hits)), ready=True)"),
+            py("SHOW_VARS()"),
+            py("answer.update(content='noted', ready=True)"),
+            py("answer['content'] = hits[-1]\nanswer['ready'] = True"),
+        ]
+    )
+    session = RLMSession(kind)
+    rlm = RLM(model=model, environment="local")
+    try:
+        first = await rlm.invoke("How many errors?", context={"logs": logs}, session=session)
+        second = await rlm.invoke("What do you have?", session=session)
+        third = await rlm.invoke("The last error?", session=session)
+    finally:
+        session.close()
+    assert (first.final_text, second.final_text, third.final_text) == ("2", "noted", "ERROR net down")
+    assert session.runs == 3
+    shown = model.requests[2].messages[-1].text  # run 2 saw run 1's variables (and was not ended by its answer)
+    assert "hits: list, len 2" in shown and "logs: str" in shown
+    last = model.requests[-1].messages
+    assert last[-1].text.startswith("Next task:\nThe last error?")
+    assert [m.text for m in last if isinstance(m, UserMessage)][0].startswith("Task:\nHow many errors?")
+    assert sum(1 for m in last if m.role == "system") == 1
+
+
+async def test_a_session_runs_one_task_at_a_time() -> None:
+    session = RLMSession("local")
+    rlm = RLM(model=ScriptedModel([py("FINAL(1)")]), environment="local")
+    rlm.prepare("first", session=session)
+    with pytest.raises(RLMError, match="running a task"):
+        rlm.prepare("second", session=session)

@@ -55,6 +55,9 @@ from ._local import (
 from ._prompt import (
     RLM_SYSTEM_PROMPT as RLM_SYSTEM_PROMPT,
 )
+from ._session import (
+    RLMSession as RLMSession,
+)
 from ._rlm import (
     RLM as RLM,
     EnvironmentName as EnvironmentName,
@@ -77,6 +80,7 @@ __all__ = [
     "RLMLimits",
     "RLMOutput",
     "RLMPartialAnswer",
+    "RLMSession",
     "RLMStarted",
     "RLM_SYSTEM_PROMPT",
     "ReplyPart",

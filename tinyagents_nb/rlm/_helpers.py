@@ -110,7 +110,7 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
         SHOW_VARS=SHOW_VARS,
         RLMCallError=RLMCallError,
     )
-    namespace.setdefault("answer", {"content": "", "ready": False})
+    namespace["answer"] = {"content": "", "ready": False}  # each task starts unanswered (a session keeps the rest)
     seen: dict[str, Any] = {"content": ""}
 
     def after_block(*_: Any) -> None:

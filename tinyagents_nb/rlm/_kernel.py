@@ -79,8 +79,10 @@ def _shutdown_on_worker(state: dict[str, Any]) -> None:
     asyncio.set_event_loop(None)
 
 
-_SETUP = """\
+_RESET = """\
 get_ipython().run_line_magic("reset", "-f")
+"""
+_SETUP = """\
 def __rlm_setup(path, port, token, source):
     import json, os, pickle
     ns = get_ipython().user_ns
@@ -141,6 +143,8 @@ class KernelEnvironment:
         self._run: tuple[dict[str, bytes], int, str] | None = None
         self._bridge: Any = None
         self.restarts = 0
+        self.keep_namespace = False
+        """Keep the namespace from one run to the next (an ``RLMSession``'s REPL): no reset at the start."""
         self._finalizer = weakref.finalize(self, _shutdown, self._state)
 
     # ------------------------------------------------------------------ lifecycle (worker thread)
@@ -246,7 +250,8 @@ class KernelEnvironment:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(blobs, f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            self._run_setup(_SETUP.format(path=path, port=port, token=token, source=inspect.getsource(_helpers)))
+            setup = _SETUP.format(path=path, port=port, token=token, source=inspect.getsource(_helpers))
+            self._run_setup(("" if self.keep_namespace else _RESET) + setup)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)

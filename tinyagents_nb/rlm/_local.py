@@ -61,6 +61,9 @@ class LocalEnvironment:
         self.abandoned_threads = 0
         self._blocks = 0
         self._after_block: Callable[..., None] | None = None
+        self.keep_namespace = False
+        """Keep the namespace from one run to the next (an ``RLMSession``'s REPL)."""
+        self._kept: dict[str, Any] | None = None
 
     def prepare_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
         check_names(values)
@@ -68,6 +71,8 @@ class LocalEnvironment:
 
     async def start_run(self, prepared: Any, queries: SubQueries) -> None:
         namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": builtins}
+        if self.keep_namespace and self._kept is not None:
+            namespace = self._kept
         namespace.update(prepared)
         self._after_block = install(namespace, queries.handle_threadsafe)
         self.namespace = namespace
@@ -117,10 +122,12 @@ class LocalEnvironment:
         )
 
     async def end_run(self) -> None:
+        if self.keep_namespace:
+            self._kept = self.namespace
         self.namespace = None
 
     def close(self) -> None:
-        self.namespace = None
+        self.namespace = self._kept = None
 
     def __repr__(self) -> str:
         return "LocalEnvironment()"

@@ -8,7 +8,7 @@ from typing import Any
 from ._config import RLMLimits
 from ._describe import describe_context
 
-__all__ = ["RLM_SYSTEM_PROMPT", "first_message"]
+__all__ = ["RLM_SYSTEM_PROMPT", "first_message", "follow_up_message"]
 
 RLM_SYSTEM_PROMPT = """\
 You answer a task by working in a persistent Python REPL. The data you need is NOT in this \
@@ -46,6 +46,16 @@ def first_message(task: str, values: Mapping[str, Any], *, environment: str, lim
         f"Task:\n{task.strip()}\n\n"
         f"The REPL runs in {where}. Variables defined in it:\n{describe_context(values)}\n\n"
         "Start by exploring the variables with code."
+    )
+
+
+def follow_up_message(task: str, values: Mapping[str, Any]) -> str:
+    """The next task of a session: the REPL still holds what earlier tasks made, plus any new values."""
+    added = f"\n\nNew variables in the REPL:\n{describe_context(values)}" if values else ""
+    return (
+        f"Next task:\n{task.strip()}\n\n"
+        "The REPL still holds every variable from the earlier tasks (SHOW_VARS() lists them); "
+        f'`answer` is reset to {{"content": "", "ready": False}}.{added}'
     )
 
 

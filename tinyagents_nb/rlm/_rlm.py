@@ -34,8 +34,9 @@ from ._environment import Environment
 from ._kernel import KernelEnvironment
 from ._local import LocalEnvironment
 from ._partial import PartialAnswerMiddleware
-from ._prompt import first_message, system_prompt
+from ._prompt import first_message, follow_up_message, system_prompt
 from ._recursion import CHILD_AGENT, EnvironmentPool, child_factory
+from ._session import RLMSession
 
 __all__ = ["RLM", "EnvironmentName"]
 
@@ -101,17 +102,32 @@ class RLM:
         self.children = EnvironmentPool(factory) if factory is not None else None
 
     # ------------------------------------------------------------------ one run
-    def prepare(self, task: str, context: Mapping[str, Any] | None = None) -> tuple[AgentHarness[Any], list[Message]]:
+    def prepare(
+        self, task: str, context: Mapping[str, Any] | None = None, *, session: RLMSession | None = None
+    ) -> tuple[AgentHarness[Any], list[Message]]:
         """The harness and the opening messages of one run (checks the values first).
+
+        With a ``session``, the run works in the session's REPL (not reset) and continues its transcript.
 
         Raises:
             ConfigurationError: An empty task.
             ContextValueError: A value cannot be given to the environment (named in the message).
+            RLMError: The session is running another task.
         """
-        return self._build(task, dict(context or {}), self.environment, depth=0)
+        if session is None:
+            return self._build(task, dict(context or {}), self.environment, depth=0)
+        harness, messages = self._build(task, dict(context or {}), session.environment, depth=0, session=session)
+        session.begin()
+        return harness, messages
 
     def _build(
-        self, task: str, values: dict[str, Any], environment: Environment, *, depth: int
+        self,
+        task: str,
+        values: dict[str, Any],
+        environment: Environment,
+        *,
+        depth: int,
+        session: RLMSession | None = None,
     ) -> tuple[AgentHarness[Any], list[Message]]:
         if not task.strip():
             raise ConfigurationError("the RLM task is empty", hint="say what to compute over the context values")
@@ -134,14 +150,22 @@ class RLM:
         harness: AgentHarness[Any] = AgentHarness(
             model=REPLDialect(self.model, state),
             tools=[REPLTool(state)],
-            middleware=[RLMMiddleware(state), PartialAnswerMiddleware(state), *self.middleware],
+            middleware=[
+                RLMMiddleware(state),
+                PartialAnswerMiddleware(state),
+                *([session.middleware()] if session is not None else []),
+                *self.middleware,
+            ],
             policy=dataclasses.replace(self.policy, limits=run_limits),
             name=self.name,
             pressure=None,
         )
-        prompt = system_prompt(limits, depth=depth if state.spawn is not None else limits.max_depth) + (f"\n{self.instructions.strip()}\n" if self.instructions else "")
+        if session is not None and session.messages:
+            return harness, [*session.messages, UserMessage(text=follow_up_message(task, values))]
+        taught = depth if state.spawn is not None else limits.max_depth  # rlm_query is taught where it works
+        extra = f"\n{self.instructions.strip()}\n" if self.instructions else ""
         opening = first_message(task, values, environment=environment.name, limits=limits)
-        return harness, [SystemMessage(text=prompt), UserMessage(text=opening)]
+        return harness, [SystemMessage(text=system_prompt(limits, depth=taught) + extra), UserMessage(text=opening)]
 
     async def _spawn(self, ctx: RunContext[Any], prompt: str, context: Any, depth: int) -> AgentRun:
         """One ``rlm_query`` child: a pooled REPL holding ``context``, run as a child of ``ctx``."""
@@ -156,17 +180,27 @@ class RLM:
             self.children.release(env)
 
     async def invoke(
-        self, task: str, *, context: Mapping[str, Any] | None = None, config: RunConfig | None = None
+        self,
+        task: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        config: RunConfig | None = None,
+        session: RLMSession | None = None,
     ) -> AgentRun:
         """Run to the end as a root run; raises the run's error (``LimitExceeded``, ``RunCancelled``, ...)."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return await harness.invoke(messages, config=config)
 
     async def invoke_in_context(
-        self, ctx: RunContext[Any], task: str, *, context: Mapping[str, Any] | None = None
+        self,
+        ctx: RunContext[Any],
+        task: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        session: RLMSession | None = None,
     ) -> AgentRun:
         """Run inside an existing context (a notebook session's root, or a parent run's child)."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return await harness.invoke_in_context(ctx, messages)
 
     def invoke_streaming(
@@ -176,16 +210,22 @@ class RLM:
         context: Mapping[str, Any] | None = None,
         config: RunConfig | None = None,
         run_context: RunContext[Any] | None = None,
+        session: RLMSession | None = None,
     ) -> AgentStream:
         """A streaming run (what ``%%agent --rlm`` shows in its dashboard); iterate it or await it."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return harness.invoke_streaming(messages, config=config, context=run_context)
 
     def run_sync(
-        self, task: str, *, context: Mapping[str, Any] | None = None, config: RunConfig | None = None
+        self,
+        task: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        config: RunConfig | None = None,
+        session: RLMSession | None = None,
     ) -> AgentRun:
         """Blocking twin of ``invoke`` (works inside Jupyter's running loop too)."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return harness.run_sync(messages, config=config)
 
     def close(self) -> None:
