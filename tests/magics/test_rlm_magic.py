@@ -136,3 +136,30 @@ def test_the_record_shows_each_code_block_once_with_its_output_right_after_it(
         assert text.index("did not run", at[3]) < at[4]  # the block after the failing one is marked
     assert "```text\n42\n```" in record["text/markdown"]
     assert "  → 43" in record["text/plain"]
+
+
+def test_rlm_thread_keeps_the_repl_and_the_transcript_across_three_cells(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    model = ScriptedModel(
+        [
+            py("errors = [l for l in logs if l.startswith('ERROR')]\nanswer.update(content=str(len(errors)), ready=True)"),
+            py("answer.update(content=str(len(set(errors))), ready=True)"),
+            py("answer['content'] = errors[-1]\nanswer['ready'] = True"),
+        ]
+    )
+    session.register_model("fake", model)
+    shell.user_ns["logs"] = ["ERROR a", "INFO b", "ERROR c"]
+    run_ok(shell, "%%agent --rlm local --thread audit --context logs --model fake --wait\nHow many errors?")
+    run_ok(shell, "%%agent --rlm local --thread audit --model fake --wait\nHow many distinct?")
+    run_ok(shell, "%%agent --rlm local --thread audit --model fake --wait\nThe last one?")
+    assert last_run(shell).final_text == "ERROR c"  # cell 3 used `errors`, made by cell 1's code
+    texts = [m.text for m in model.requests[-1].messages if m.role == "user"]
+    assert texts[0].startswith("Task:\nHow many errors?") and texts[-1].startswith("Next task:\nThe last one?")
+    error = run_error(shell, "%%agent --rlm --thread audit --model fake\nAgain.")
+    assert isinstance(error, UsageError) and "its REPL is 'local'" in str(error)
+    # without --thread, a cell starts from a fresh REPL
+    fresh = ScriptedModel([py("print('errors' in dir())"), py("FINAL(1)")])
+    session.register_model("fresh", fresh)
+    run_ok(shell, "%%agent --rlm local --model fresh --wait\nFresh?")
+    assert fresh.requests[1].messages[-1].text == "False"

@@ -3,7 +3,9 @@
 A thin adapter: pick the named notebook values, build an ``RLM`` on the session's models, and hand
 the magic a ``NotebookRun`` like any other (same dashboard, handle, blocking/background modes, Stop).
 The child kernel is made once per session and reused by its RLM runs; ``--rlm local`` runs the code
-in this kernel's process instead (trusted code only: see ``docs/rlm.md``).
+in this kernel's process instead (trusted code only: see ``docs/rlm.md``). ``--thread NAME`` runs
+in the thread's ``RLMSession``: a REPL of its own whose variables, and the transcript, carry over
+from one cell to the next.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from tinyagents_nb.harness import ConfigurationError, SteeringHandle
 from tinyagents_nb.harness.steering import SteeringPolicy
-from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits
+from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits, RLMSession
 
 from ._handle import NotebookRun
 from ._session import NotebookSession
@@ -22,6 +24,7 @@ from ._session import NotebookSession
 __all__ = ["rlm_starter"]
 
 _KERNELS: weakref.WeakKeyDictionary[NotebookSession, KernelEnvironment] = weakref.WeakKeyDictionary()
+_THREADS: weakref.WeakKeyDictionary[NotebookSession, dict[str, RLMSession]] = weakref.WeakKeyDictionary()
 _TAGS = ("notebook", "rlm")
 
 
@@ -31,6 +34,20 @@ def session_kernel(session: NotebookSession) -> KernelEnvironment:
     if env is None:
         env = _KERNELS[session] = KernelEnvironment()
     return env
+
+
+def thread_session(session: NotebookSession, thread: str, environment: str) -> RLMSession:
+    """The RLM session of ``--thread NAME`` (made by its first cell): its REPL and transcript persist."""
+    threads = _THREADS.setdefault(session, {})
+    kept = threads.get(thread)
+    if kept is None:
+        kept = threads[thread] = RLMSession("local" if environment == "local" else "kernel")
+    elif kept.environment.name != ("local" if environment == "local" else "kernel"):
+        raise ConfigurationError(
+            f"--thread {thread}: its REPL is {kept.environment.name!r}, this cell asks for {environment!r}",
+            hint="use the same --rlm environment in every cell of a thread, or another --thread name",
+        )
+    return kept
 
 
 def context_values(names: str | None, user_ns: Mapping[str, Any]) -> dict[str, Any]:
@@ -69,7 +86,8 @@ def rlm_starter(
         timeout_s: float | None = None,
         name: str | None = None,
         cell_key: str | None = None,
-        **_thread: Any,  # RLM runs do not join the conversation thread's history
+        thread_id: str | None = None,
+        **_thread: Any,  # --new-thread: an RLM run without --thread starts from a fresh REPL anyway
     ) -> NotebookRun:
         if tools:
             raise ConfigurationError("--tools does not apply to --rlm", hint="the REPL's helpers are its tools")
@@ -82,7 +100,8 @@ def rlm_starter(
             instructions=system or None,
             name=name or "rlm",
         )
-        harness, messages = rlm.prepare(prompt, values)
+        kept = thread_session(session, thread_id, environment) if thread_id else None
+        harness, messages = rlm.prepare(prompt, values, session=kept)
         ctx = session.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
         if timeout_s is not None:
             ctx = ctx.with_config(timeout_s=timeout_s)
