@@ -163,3 +163,21 @@ def test_rlm_thread_keeps_the_repl_and_the_transcript_across_three_cells(
     session.register_model("fresh", fresh)
     run_ok(shell, "%%agent --rlm local --model fresh --wait\nFresh?")
     assert fresh.requests[1].messages[-1].text == "False"
+
+
+def test_the_record_of_a_run_a_limit_ended_shows_its_partial_answer(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    model = ScriptedModel([py("answer['content'] = 'about <b>40</b>'"), py("print(1)")])
+    session.register_model("fake", model)
+    run_ok(shell, "%%agent --rlm local --model fake --max-model-calls 1 --name p\nCount.")
+    run = last_run(shell)
+    assert run.status == "failed"
+    record = run._repr_mimebundle_()
+    plain = record["text/plain"].splitlines()
+    assert "run failed: LimitExceeded: limit exceeded: 1 replies with code and no ready answer" in plain
+    assert "partial answer: about <b>40</b>" in plain
+    markdown = record["text/markdown"]
+    assert "**partial answer:**" in markdown
+    shown = markdown.split("**partial answer:**")[1]
+    assert "about" in shown and "<b>" not in shown  # model text is untrusted: no raw HTML in the record

@@ -81,6 +81,10 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
     if outcome is not None and outcome.error is not None and outcome.status == "failed":
         line = f"run failed: {error_line(outcome.error)}"
         pieces.append((f"**{_escape(line)}**", line))
+        partial = getattr(outcome.error, "partial_answer", None)  # an RLM run's best answer before the limit
+        if isinstance(partial, str) and partial:
+            text = _clip(partial, _RESULT)
+            pieces.append(("**partial answer:**\n\n" + safe_markdown(text), "partial answer: " + text))
     elif outcome is None and run.crash is not None:
         line = f"run failed: {error_line(run.crash)}"
         pieces.append((f"**{_escape(line)}**", line))

@@ -321,7 +321,7 @@ class RLMMiddleware(Middleware):
         cap = state.limits.max_iterations
         if state.final is None and state.iterations >= cap:
             ctx.emit(LimitReached, limit="rlm_iterations", maximum=cap)
-            raise LimitExceeded("rlm_iterations", f"{cap} replies with code and no FINAL", maximum=cap)
+            raise LimitExceeded("rlm_iterations", f"{cap} replies with code and no ready answer", maximum=cap)
         return request
 
     async def after_agent(self, ctx: RunContext[Any], run: AgentRun) -> None:
