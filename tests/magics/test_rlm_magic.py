@@ -143,7 +143,9 @@ def test_rlm_thread_keeps_the_repl_and_the_transcript_across_three_cells(
 ) -> None:
     model = ScriptedModel(
         [
-            py("errors = [l for l in logs if l.startswith('ERROR')]\nanswer.update(content=str(len(errors)), ready=True)"),
+            py(
+                "errors = [l for l in logs if l.startswith('ERROR')]\nanswer.update(content=str(len(errors)), ready=True)"
+            ),
             py("answer.update(content=str(len(set(errors))), ready=True)"),
             py("answer['content'] = errors[-1]\nanswer['ready'] = True"),
         ]
@@ -155,9 +157,11 @@ def test_rlm_thread_keeps_the_repl_and_the_transcript_across_three_cells(
     run_ok(shell, "%%agent --rlm local --thread audit --model fake --wait\nThe last one?")
     assert last_run(shell).final_text == "ERROR c"  # cell 3 used `errors`, made by cell 1's code
     texts = [m.text for m in model.requests[-1].messages if m.role == "user"]
-    assert texts[0].startswith("Task:\nHow many errors?") and texts[-1].startswith("Next task:\nThe last one?")
+    assert texts[0].startswith("Task:\nHow many errors?")
+    assert texts[-1].startswith("Next task:\nThe last one?")
     error = run_error(shell, "%%agent --rlm --thread audit --model fake\nAgain.")
-    assert isinstance(error, UsageError) and "its REPL is 'local'" in str(error)
+    assert isinstance(error, UsageError)
+    assert "its REPL is 'local'" in str(error)
     # without --thread, a cell starts from a fresh REPL
     fresh = ScriptedModel([py("print('errors' in dir())"), py("FINAL(1)")])
     session.register_model("fresh", fresh)
@@ -180,4 +184,5 @@ def test_the_record_of_a_run_a_limit_ended_shows_its_partial_answer(
     markdown = record["text/markdown"]
     assert "**partial answer:**" in markdown
     shown = markdown.split("**partial answer:**")[1]
-    assert "about" in shown and "<b>" not in shown  # model text is untrusted: no raw HTML in the record
+    assert "about" in shown
+    assert "<b>" not in shown  # model text is untrusted: no raw HTML in the record

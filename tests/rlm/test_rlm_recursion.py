@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 import threading
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import Literal
 
 import pytest
 
@@ -124,19 +124,22 @@ async def test_depth_2_recursion_over_8_contexts_rolls_up_exactly_and_refuses_de
     assert run.final_text == str(sum(1 for x in range(1000) if x % 3 == 0))
     # the tree: 8 children at depth 1, each with 2 leaves at depth 2; nothing at depth 3
     started = [e for e in rec.events if isinstance(e, SubAgentStarted)]
-    assert len(started) == 24 and {e.name for e in started} == {"rlm_query"}
+    assert len(started) == 24
+    assert {e.name for e in started} == {"rlm_query"}
     runs = [e for e in rec.events if e.kind == "run.started"]
     assert sorted(e.depth for e in runs) == [0] + [1] * 8 + [2] * 16
     assert sum(1 for e in started if e.run_id == run.run_id) == 8
     # depth 3 was refused inside every leaf's REPL, by the harness's cap
     assert len(refusals) == 16
-    assert all("refused: RLMDepthError" in text and "max_depth is 2" in text for text in refusals)
+    assert all("refused: RLMDepthError" in text for text in refusals)
+    assert all("max_depth is 2" in text for text in refusals)
     # exact roll-up: 2 priced calls per run, 25 runs (the answer turns call no model)
     recorded = sum((e.usage for e in rec.events if isinstance(e, UsageRecorded)), Usage())
     assert recorded == Usage(input_tokens=25 * 2 * 100, output_tokens=25 * 2 * 10)
     assert run.usage == recorded
     assert ctx.usage.for_subtree(run.run_id) == recorded
-    assert rlm.children is not None and rlm.children.size <= 4 + 4 * 2  # REPLs are pooled, bounded by concurrency
+    assert rlm.children is not None
+    assert rlm.children.size <= 4 + 4 * 2  # REPLs are pooled, bounded by concurrency
     rlm.close()
 
 
@@ -180,7 +183,8 @@ async def test_stop_cancels_the_children_with_the_parent() -> None:
         await RLM(model=FunctionModel(reply), environment="local").invoke_in_context(ctx, "ROOT", context={})
     ended = {e.run_id: e.kind for e in rec.events if e.kind in ("run.completed", "run.failed", "run.cancelled")}
     child = next(e.child_run_id for e in rec.events if isinstance(e, SubAgentStarted))
-    assert child in ended and ended[child] != "run.completed"
+    assert child in ended
+    assert ended[child] != "run.completed"
 
 
 async def test_a_child_in_its_own_kernel_gets_its_context_over_the_bridge(
@@ -192,13 +196,16 @@ async def test_a_child_in_its_own_kernel_gets_its_context_over_the_bridge(
             if turn == 0:
                 return fenced("import os\nr = rlm_query('CHILD: sum', {'xs': [1, 2, 3], 'pid': os.getpid()})\nprint(r)")
             return fenced("FINAL_VAR('r')")
-        return fenced("import os\nanswer.update(content=f\"{sum(context['xs'])} {context['pid'] != os.getpid()}\", ready=True)")
+        return fenced(
+            "import os\nanswer.update(content=f\"{sum(context['xs'])} {context['pid'] != os.getpid()}\", ready=True)"
+        )
 
     rlm = RLM(model=FunctionModel(reply), environment=kernels(sys.executable))
     try:
         run = await rlm.invoke("ROOT", context={})
         assert run.final_text == "6 True"  # the child ran in another process than the root's REPL
-        assert rlm.children is not None and rlm.children.size == 1
+        assert rlm.children is not None
+        assert rlm.children.size == 1
     finally:
         if rlm.children is not None:
             rlm.children.close()
@@ -241,14 +248,15 @@ async def test_a_token_budget_hit_mid_run_keeps_the_partial_answer() -> None:
     assert caught.value.partial_answer == "half done"  # type: ignore[attr-defined]
 
 
-
 # ---------------------------------------------------------------------------------------- sessions
 @pytest.mark.parametrize("kind", ["local", pytest.param("kernel", marks=pytest.mark.kernel)])
 async def test_a_three_run_session_uses_a_variable_the_first_run_made(kind: Literal["local", "kernel"]) -> None:
     logs = "INFO a\nERROR disk full\nINFO b\nERROR net down"
     model = ScriptedModel(
         [
-            py("hits = [l for l in logs.splitlines() if 'ERROR' in l]\nanswer.update(content=str(len(hits)), ready=True)"),
+            py(
+                "hits = [l for l in logs.splitlines() if 'ERROR' in l]\nanswer.update(content=str(len(hits)), ready=True)"
+            ),
             py("SHOW_VARS()"),
             py("answer.update(content='noted', ready=True)"),
             py("answer['content'] = hits[-1]\nanswer['ready'] = True"),
@@ -265,10 +273,11 @@ async def test_a_three_run_session_uses_a_variable_the_first_run_made(kind: Lite
     assert (first.final_text, second.final_text, third.final_text) == ("2", "noted", "ERROR net down")
     assert session.runs == 3
     shown = model.requests[2].messages[-1].text  # run 2 saw run 1's variables (and was not ended by its answer)
-    assert "hits: list, len 2" in shown and "logs: str" in shown
+    assert "hits: list, len 2" in shown
+    assert "logs: str" in shown
     last = model.requests[-1].messages
     assert last[-1].text.startswith("Next task:\nThe last error?")
-    assert [m.text for m in last if isinstance(m, UserMessage)][0].startswith("Task:\nHow many errors?")
+    assert next(m.text for m in last if isinstance(m, UserMessage)).startswith("Task:\nHow many errors?")
     assert sum(1 for m in last if m.role == "system") == 1
 
 

@@ -55,12 +55,12 @@ from ._local import (
 from ._prompt import (
     RLM_SYSTEM_PROMPT as RLM_SYSTEM_PROMPT,
 )
-from ._session import (
-    RLMSession as RLMSession,
-)
 from ._rlm import (
     RLM as RLM,
     EnvironmentName as EnvironmentName,
+)
+from ._session import (
+    RLMSession as RLMSession,
 )
 
 __all__ = [

@@ -45,7 +45,6 @@ from ._blocks import extract_code_blocks, final_from_text
 from ._bridge import SubQueries
 from ._config import RLMLimits
 from ._events import RLMCode, RLMOutput, RLMStarted
-from ._recursion import Children
 
 if TYPE_CHECKING:
     from tinyagents_nb.harness import AgentRun
@@ -311,7 +310,6 @@ class RLMMiddleware(Middleware):
     async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
         state = self.state
         state.queries = SubQueries(ctx, state.sub_harness, state.limits)
-        state.queries.ops["rlm"] = Children(ctx, state, state.queries).handle
         ctx.emit(RLMStarted, tool_name=REPL_TOOL, environment=state.environment.name)
         await state.environment.start_run(state.prepared, state.queries)
         state.started = True

@@ -67,6 +67,13 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
             raise NameError(f"FINAL_VAR: no REPL variable named {name!r}")
         FINAL(namespace[name])
 
+    namespace.update(llm=llm, llm_batch=llm_batch, FINAL=FINAL, FINAL_VAR=FINAL_VAR, RLMCallError=RLMCallError)
+    return _install_recursion_and_answer(namespace, call)
+
+
+def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..., None]:
+    """``rlm_query``, ``rlm_query_batched``, ``SHOW_VARS`` and ``answer``; returns the after-block hook."""
+
     def rlm_query(prompt: str, context: object = None) -> str:
         """Start a child RLM run on ``prompt`` with its own REPL holding ``context``; returns its answer."""
         return rlm_query_batched([prompt], None if context is None else [context])[0]
@@ -93,23 +100,14 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
                 continue
             size = ""
             try:
-                size = f", len {len(value)}"  # type: ignore[arg-type]
+                size = f", len {len(value)}"
             except Exception:
                 pass
             rows.append(f"{name}: {type(value).__name__}{size}")
         show = namespace.get("print", print)  # the in-process REPL captures through its own print
         show("\n".join(rows) if rows else "(no variables yet)")
 
-    namespace.update(
-        llm=llm,
-        llm_batch=llm_batch,
-        rlm_query=rlm_query,
-        rlm_query_batched=rlm_query_batched,
-        FINAL=FINAL,
-        FINAL_VAR=FINAL_VAR,
-        SHOW_VARS=SHOW_VARS,
-        RLMCallError=RLMCallError,
-    )
+    namespace.update(rlm_query=rlm_query, rlm_query_batched=rlm_query_batched, SHOW_VARS=SHOW_VARS)
     namespace["answer"] = {"content": "", "ready": False}  # each task starts unanswered (a session keeps the rest)
     seen: dict[str, Any] = {"content": ""}
 
@@ -130,7 +128,21 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
 
 
 _HELPER_NAMES = frozenset(
-    {"llm", "llm_batch", "rlm_query", "rlm_query_batched", "FINAL", "FINAL_VAR", "SHOW_VARS", "RLMCallError", "In", "Out", "print", "exit", "quit"}
+    {
+        "llm",
+        "llm_batch",
+        "rlm_query",
+        "rlm_query_batched",
+        "FINAL",
+        "FINAL_VAR",
+        "SHOW_VARS",
+        "RLMCallError",
+        "In",
+        "Out",
+        "print",
+        "exit",
+        "quit",
+    }
 )
 
 

@@ -162,7 +162,7 @@ def _run_block(
         try:
             if after_block is not None:
                 after_block()  # reads ``answer``, as the kernel's post-cell hook does
-        except BaseException as exc:  # noqa: BLE001 - a failed report is output, never a lost block
+        except BaseException as exc:  # a failed report is output, never a lost block
             outcome.setdefault("error", exc)
             buffer.write(f"[answer could not be reported: {type(exc).__name__}: {exc}]\n")
         finally:

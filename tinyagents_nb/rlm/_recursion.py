@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
-from tinyagents_nb.harness import Cancelled, LimitExceeded, RunContext
+from tinyagents_nb.harness import Cancelled, LimitExceeded, Message, Middleware, RunContext
 from tinyagents_nb.harness.events import LimitReached
 
 from ._environment import Environment
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._bridge import SubQueries
     from ._dialect import RLMRunState
 
-__all__ = ["Children", "EnvironmentPool", "child_factory"]
+__all__ = ["Children", "EnvironmentPool", "RecursionMiddleware", "child_factory"]
 
 CHILD_AGENT = "rlm_query"
 """The sub-agent name child RLM runs carry in the run tree (``SubAgentStarted.name``)."""
@@ -106,7 +106,9 @@ class Children:
             return _refusal("ValueError", "one context (or None) per prompt")
         cap = state.limits.max_depth
         if state.spawn is None or state.depth >= cap:
-            why = "this RLM cannot start child runs" if state.spawn is None else f"this run is at RLM depth {state.depth}"
+            why = (
+                "this RLM cannot start child runs" if state.spawn is None else f"this run is at RLM depth {state.depth}"
+            )
             return _refusal(
                 "RLMDepthError",
                 f"rlm_query refused: {why} and RLMLimits.max_depth is {cap} (set by the harness, not the REPL); "
@@ -160,3 +162,15 @@ class Children:
                 tail = f" (its partial answer: {partial!r})" if partial else ""
                 raise RuntimeError(f"child run {i} failed: {type(error).__name__}: {error}{tail}") from error
         return results
+
+
+class RecursionMiddleware(Middleware):
+    """Answers the run's ``rlm`` requests (placed after ``RLMMiddleware``, which makes the run's gate)."""
+
+    def __init__(self, state: RLMRunState) -> None:
+        self.state = state
+
+    async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
+        queries = self.state.queries
+        assert queries is not None, "RLMMiddleware runs first"
+        queries.ops["rlm"] = Children(ctx, self.state, queries).handle

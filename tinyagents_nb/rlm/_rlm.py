@@ -35,7 +35,7 @@ from ._kernel import KernelEnvironment
 from ._local import LocalEnvironment
 from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, follow_up_message, system_prompt
-from ._recursion import CHILD_AGENT, EnvironmentPool, child_factory
+from ._recursion import CHILD_AGENT, EnvironmentPool, RecursionMiddleware, child_factory
 from ._session import RLMSession
 
 __all__ = ["RLM", "EnvironmentName"]
@@ -152,6 +152,7 @@ class RLM:
             tools=[REPLTool(state)],
             middleware=[
                 RLMMiddleware(state),
+                RecursionMiddleware(state),
                 PartialAnswerMiddleware(state),
                 *([session.middleware()] if session is not None else []),
                 *self.middleware,

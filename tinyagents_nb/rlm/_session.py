@@ -11,7 +11,7 @@ changes stay). Runs of one session go one at a time.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 
 from tinyagents_nb.harness import AgentRun, Message, Middleware, RunContext
 
@@ -19,9 +19,6 @@ from ._config import RLMError
 from ._environment import Environment
 from ._kernel import KernelEnvironment
 from ._local import LocalEnvironment
-
-if TYPE_CHECKING:
-    from ._rlm import EnvironmentName
 
 __all__ = ["RLMSession"]
 
@@ -34,7 +31,7 @@ class RLMSession:
             the session owns it (``close()`` stops it).
     """
 
-    def __init__(self, environment: EnvironmentName = "kernel") -> None:
+    def __init__(self, environment: Literal["kernel", "local"] = "kernel") -> None:
         if environment == "kernel":
             env: KernelEnvironment | LocalEnvironment = KernelEnvironment()
         elif environment == "local":
