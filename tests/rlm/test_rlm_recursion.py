@@ -7,6 +7,7 @@ import threading
 from collections.abc import Callable
 from typing import Literal
 
+import pydantic
 import pytest
 
 from tinyagents_nb.harness import (
@@ -20,6 +21,7 @@ from tinyagents_nb.harness import (
     RunContext,
     RunLimits,
     RunPolicy,
+    StructuredOutputError,
     SubAgentStarted,
     Usage,
     UserMessage,
@@ -287,3 +289,33 @@ async def test_a_session_runs_one_task_at_a_time() -> None:
     rlm.prepare("first", session=session)
     with pytest.raises(RLMError, match="running a task"):
         rlm.prepare("second", session=session)
+
+
+# ---------------------------------------------------------------------------------------- typed answers
+class Tally(pydantic.BaseModel):
+    errors: int
+    worst: str
+
+
+async def test_a_typed_answer_is_validated_and_repaired_after_one_reask(environment: Environment) -> None:
+    model = ScriptedModel(
+        [
+            py("answer.update(content={'errors': 'many'}, ready=True)"),  # wrong: not an int, worst missing
+            py("answer['content'] = {'errors': 2, 'worst': 'disk full'}\nanswer['ready'] = True"),
+        ]
+    )
+    run = await RLM(model=model, environment=environment, output_type=Tally).invoke("Tally.", context={})
+    assert run.structured is not None
+    assert run.structured.value == Tally(errors=2, worst="disk full")
+    assert '"worst"' in model.requests[0].messages[0].text  # the schema is in the system prompt
+    reask = model.requests[1].messages[-1].text
+    assert "does not match Tally" in reask
+    assert "errors" in reask
+    assert "worst" in reask
+
+
+async def test_a_typed_answer_that_fails_twice_ends_with_structured_output_error() -> None:
+    model = ScriptedModel([py("FINAL({'errors': 'x'})"), py("FINAL('still wrong')"), py("FINAL(1)")])
+    with pytest.raises(StructuredOutputError, match="after a re-ask"):
+        await RLM(model=model, environment="local", output_type=Tally).invoke("Tally.", context={})
+    assert len(model.requests) == 2

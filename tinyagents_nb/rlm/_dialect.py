@@ -30,6 +30,7 @@ from tinyagents_nb.harness import (
     ModelRequest,
     ModelResponse,
     RunContext,
+    StructuredOutputError,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -48,6 +49,9 @@ from ._events import RLMCode, RLMOutput, RLMStarted
 
 if TYPE_CHECKING:
     from tinyagents_nb.harness import AgentRun
+    from tinyagents_nb.harness.models import StructuredOutput
+
+    from ._typed import AnswerType
 
     from ._environment import Environment
 
@@ -84,6 +88,11 @@ class RLMRunState:
     """This run's RLM depth (the root is 0; an ``rlm_query`` child is its parent's + 1)."""
     spawn: Spawn | None = None
     """Starts one ``rlm_query`` child run (the ``RLM`` sets it; ``None``: ``rlm_query`` is refused)."""
+    typed: AnswerType | None = None
+    """The type the final answer must validate against (``RLM(output_type=...)``)."""
+    structured: StructuredOutput | None = None
+    failure: Exception | None = None
+    """An error that ends the run at its next model call (a typed answer that failed twice)."""
     last_output: str = ""
     """What the last block printed (a marked partial answer when a limit ends the run without one)."""
 
@@ -225,7 +234,7 @@ class REPLTool:
         final = arguments.get("final")
         if isinstance(final, str):
             state.final = final
-            return ToolResult.ok("[answer received: the run ends]")
+            return ToolResult.ok(self._review() or "[answer received: the run ends]")
         if not blocks:
             return ToolResult.ok(_NUDGE)
         assert isinstance(blocks, list | tuple)
@@ -279,8 +288,24 @@ class REPLTool:
         self._count_errors(ctx, failed)
         text, _ = truncate("\n".join(outputs), limits.max_output_chars)
         if state.final is not None:
-            text += "\n[answer received: the run ends]"
+            text += "\n" + (self._review() or "[answer received: the run ends]")
         return ToolResult.ok(text)
+
+    def _review(self) -> str | None:
+        """Validate a typed answer: ``None`` when it ends the run, a re-ask (the run goes on), or raises."""
+        state = self.state
+        if state.typed is None or state.final is None:
+            return None
+        try:
+            state.structured, reask = state.typed.review(state.final)
+        except StructuredOutputError as exc:  # a tool's error would only be shown to the model: end the run
+            state.final, state.failure = None, exc
+            return f"[{exc}]"
+        if reask is not None:
+            state.final = None
+            if state.queries is not None:
+                state.queries.final = None
+        return reask
 
     def _count_errors(self, ctx: RunContext[Any], failed: bool) -> None:
         state = self.state
@@ -316,6 +341,8 @@ class RLMMiddleware(Middleware):
 
     async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
         state = self.state
+        if state.failure is not None:
+            raise state.failure
         cap = state.limits.max_iterations
         if state.final is None and state.iterations >= cap:
             ctx.emit(LimitReached, limit="rlm_iterations", maximum=cap)
@@ -323,6 +350,8 @@ class RLMMiddleware(Middleware):
         return request
 
     async def after_agent(self, ctx: RunContext[Any], run: AgentRun) -> None:
+        if self.state.structured is not None:
+            run.structured = self.state.structured
         await self._end()
 
     async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:

@@ -117,14 +117,23 @@ def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Tra
         if not isinstance(value, dict) or "content" not in value:
             return
         content = value["content"]
-        text = content if isinstance(content, str) else str(content)
+        text = content if isinstance(content, str) else _as_text(content)
         if value.get("ready"):
+            value["ready"] = False  # reported once: a re-asked answer must be set ready again
             call({"op": "final", "answer": text})
         elif text and text != seen["content"]:
             call({"op": "answer", "content": text})
         seen["content"] = text
 
     return after_block
+
+
+def _as_text(value: object) -> str:
+    """A non-string answer as JSON when it is JSON data (a typed answer's usual form), else ``str``."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 _HELPER_NAMES = frozenset(

@@ -37,6 +37,7 @@ from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, follow_up_message, system_prompt
 from ._recursion import CHILD_AGENT, EnvironmentPool, RecursionMiddleware, child_factory
 from ._session import RLMSession
+from ._typed import AnswerType
 
 __all__ = ["RLM", "EnvironmentName"]
 
@@ -72,6 +73,9 @@ class RLM:
         child_environment: Makes the REPL of an ``rlm_query`` child (default: one like
             ``environment``, pooled and reused; required for ``rlm_query`` with an ``Environment``
             of your own).
+        output_type: The type the root run's answer must validate against (a pydantic model, or
+            any type pydantic validates); one failed validation is sent back to the model, a second
+            ends the run with ``StructuredOutputError``. The value is ``run.structured.value``.
     """
 
     def __init__(
@@ -87,6 +91,7 @@ class RLM:
         approve_code: CodeApproval | None = None,
         name: str = "rlm",
         child_environment: Callable[[], Environment] | None = None,
+        output_type: Any = None,
     ) -> None:
         self.model = resolve_model(model)
         self.sub_model = resolve_model(sub_model) if sub_model is not None else self.model
@@ -100,6 +105,12 @@ class RLM:
         self.sub_harness: AgentHarness[Any] = AgentHarness(model=self.sub_model, policy=self.policy, name="llm")
         factory = child_environment if child_environment is not None else child_factory(self.environment)
         self.children = EnvironmentPool(factory) if factory is not None else None
+        self.output_type = output_type
+        if output_type is not None:
+            try:
+                AnswerType(output_type)
+            except Exception as exc:
+                raise ConfigurationError(f"output_type {output_type!r} cannot be validated: {exc}") from None
 
     # ------------------------------------------------------------------ one run
     def prepare(
@@ -139,6 +150,7 @@ class RLM:
             approve=self.approve_code,
             depth=depth,
             spawn=self._spawn if self.children is not None else None,
+            typed=AnswerType(self.output_type) if self.output_type is not None and depth == 0 else None,
         )
         limits = self.limits
         calls = limits.max_iterations + limits.nudges + 2  # the RLM's own caps fire first
@@ -165,6 +177,8 @@ class RLM:
             return harness, [*session.messages, UserMessage(text=follow_up_message(task, values))]
         taught = depth if state.spawn is not None else limits.max_depth  # rlm_query is taught where it works
         extra = f"\n{self.instructions.strip()}\n" if self.instructions else ""
+        if state.typed is not None:
+            extra += f"\n{state.typed.instructions()}\n"
         opening = first_message(task, values, environment=environment.name, limits=limits)
         return harness, [SystemMessage(text=system_prompt(limits, depth=taught) + extra), UserMessage(text=opening)]
 
