@@ -51,9 +51,8 @@ if TYPE_CHECKING:
     from tinyagents_nb.harness import AgentRun
     from tinyagents_nb.harness.models import StructuredOutput
 
-    from ._typed import AnswerType
-
     from ._environment import Environment
+    from ._typed import AnswerType
 
 __all__ = ["REPL_TOOL", "CodeApproval", "REPLDialect", "REPLTool", "RLMMiddleware", "RLMRunState"]
 
