@@ -18,9 +18,11 @@ from tinyagents_nb.harness import (
     ModelRequest,
     ModelResponse,
     RunCancelled,
+    RunConfig,
     RunContext,
     RunLimits,
     RunPolicy,
+    RunTimeout,
     StructuredOutputError,
     SubAgentStarted,
     Usage,
@@ -319,3 +321,10 @@ async def test_a_typed_answer_that_fails_twice_ends_with_structured_output_error
     with pytest.raises(StructuredOutputError, match="after a re-ask"):
         await RLM(model=model, environment="local", output_type=Tally).invoke("Tally.", context={})
     assert len(model.requests) == 2
+
+
+async def test_the_runs_deadline_keeps_the_partial_answer_set_before_it() -> None:
+    model = ScriptedModel([py("answer['content'] = 'first half: 12'"), py("while True:\n    pass"), py("FINAL(1)")])
+    with pytest.raises(RunTimeout) as caught:
+        await RLM(model=model, environment="local").invoke("Work.", context={}, config=RunConfig(timeout_s=1.0))
+    assert caught.value.partial_answer == "first half: 12"  # type: ignore[attr-defined]

@@ -71,8 +71,12 @@ def rlm_starter(
     context: str | None,
     sub_model: str | None,
     user_ns: Mapping[str, Any],
+    output_type: Any = None,
 ) -> Callable[..., NotebookRun]:
-    """A stand-in for ``session.new_run`` that starts an RLM run instead (same keyword arguments)."""
+    """A stand-in for ``session.new_run`` that starts an RLM run instead (same keyword arguments).
+
+    ``output_type`` (a pydantic model) makes the answer a validated value (``RLM(output_type=...)``).
+    """
     values = context_values(context, user_ns)
     env: Environment = session_kernel(session) if environment == "kernel" else LocalEnvironment()
 
@@ -99,6 +103,7 @@ def rlm_starter(
             limits=limits,
             instructions=system or None,
             name=name or "rlm",
+            output_type=output_type,
         )
         kept = thread_session(session, thread_id, environment) if thread_id else None
         harness, messages = rlm.prepare(prompt, values, session=kept)
