@@ -24,6 +24,7 @@ SECTIONS = (
     "=== 7. MCP servers ===",
     "=== 8. RLM: long contexts and sub-query fan-out ===",
     "=== 10. OpenTelemetry tracing: model -> tool -> model, per run, on vs off ===",
+    "=== 11. Budgets: reservation overhead and llm_batch under a cap ===",
     "=== browser: Stop click → cancelled record, first token → visible (JupyterLab, headless Chromium) ===",
 )
 
@@ -53,6 +54,8 @@ def test_quick_run_of_every_benchmark_prints_each_section() -> None:
     assert "error kinds in   1.0 MB of logs: 3 model calls" in out
     assert "answer WRONG" not in out
     assert "llm_batch of 100 prompts at concurrency 32" in out
+    assert "reservation overhead:" in out
+    assert "cap stops it part-way" in out
     assert "all benchmarks done" in out
 
 

@@ -21,7 +21,7 @@ The parent's config is never mutated: a child gets a new frozen ``RunConfig``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast, overload
 
@@ -75,6 +75,7 @@ class RunContext(Generic[DataT]):
         "config",
         "context_window",
         "costs",
+        "count_model_call",
         "data",
         "deadline",
         "events",
@@ -112,6 +113,9 @@ class RunContext(Generic[DataT]):
     """Mints child run ids; a run installs its policy's id source while it runs, and children inherit it."""
     stop_request: str | None
     """A pending ``request_stop`` final text (not inherited: a child's stop does not end its parent)."""
+    count_model_call: Callable[[], None] | None
+    """Counts a model call the harness makes for the running run outside its loop (a summarizer's)
+    toward its ``max_model_calls``; set by the run while it runs, not inherited."""
 
     @overload
     def __init__(
@@ -177,6 +181,7 @@ class RunContext(Generic[DataT]):
         self.clock = SYSTEM_CLOCK
         self.ids = RANDOM_IDS
         self.stop_request: str | None = None
+        self.count_model_call: Callable[[], None] | None = None
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.

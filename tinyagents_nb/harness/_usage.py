@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, Generic, Protocol, Self, TypeVar
 
 from ._errors import ConfigurationError
+from ._holds import Holds
 from ._ids import CallId, RunId
 
 if TYPE_CHECKING:
@@ -57,6 +58,8 @@ class Usage:
         cache_write_tokens: The part of ``input_tokens`` written to a prompt cache.
         cache_write_1h_tokens: The part of ``cache_write_tokens`` written with a one-hour lifetime
             (Anthropic bills those at twice the input price, five-minute writes at 1.25x).
+        estimated: The counts are the harness's estimate, not the provider's report (a stream that
+            sent no usage, a call cut short by Stop); a sum is estimated when any part is.
 
     Raises:
         ConfigurationError: A count is negative or not an int, or a part exceeds its total.
@@ -68,6 +71,7 @@ class Usage:
     reasoning_tokens: int = 0
     cache_write_tokens: int = 0
     cache_write_1h_tokens: int = 0
+    estimated: bool = False
 
     def __post_init__(self) -> None:
         # One fused check on the hot path (`__add__` runs per model call); the OR of ints is
@@ -136,6 +140,7 @@ class Usage:
         _set(total, "reasoning_tokens", self.reasoning_tokens + other.reasoning_tokens)
         _set(total, "cache_write_tokens", self.cache_write_tokens + other.cache_write_tokens)
         _set(total, "cache_write_1h_tokens", self.cache_write_1h_tokens + other.cache_write_1h_tokens)
+        _set(total, "estimated", self.estimated or other.estimated)
         return total
 
     def __radd__(self, other: int) -> Usage:
@@ -145,8 +150,11 @@ class Usage:
         return NotImplemented
 
     def to_dict(self) -> dict[str, int]:
-        """The counts as a plain dict; ``Usage(**u.to_dict()) == u``."""
-        return {name: getattr(self, name) for name in _TOKEN_FIELDS}
+        """The counts as a plain dict (with ``estimated`` when set); ``Usage(**u.to_dict()) == u``."""
+        counts = {name: getattr(self, name) for name in _TOKEN_FIELDS}
+        if self.estimated:
+            counts["estimated"] = True
+        return counts
 
 
 _ZERO: Final = Usage()
@@ -186,39 +194,38 @@ class _RunTree:
     """Parent links and child lists of the runs a tracker has seen; callers hold the lock.
 
     A run's parent is fixed the first time it is given: restating it is a no-op, contradicting it
-    is an error (it would silently move usage between subtrees). Children are stored under the
-    parent's id even before the parent itself registers, which is what keeps subtree totals
-    right when a grandchild records first.
+    is an error (it would silently move usage between subtrees). A link made after a run's
+    descendants recorded carries their totals up (the ledger's ``_link``), which keeps subtree
+    totals right when a grandchild records first.
     """
 
-    __slots__ = ("_children", "_parent")
+    __slots__ = ("_parent",)
 
     def __init__(self) -> None:
         self._parent: dict[RunId, RunId | None] = {}
-        self._children: dict[RunId, list[RunId]] = {}
 
-    def link(self, run_id: RunId, parent_run_id: RunId | None) -> None:
+    def link(self, run_id: RunId, parent_run_id: RunId | None) -> bool:
+        """Record the link; ``True`` when it is new."""
         if run_id in self._parent:
             known = self._parent[run_id]
             if known != parent_run_id:
                 raise ConfigurationError(f"run {run_id!s} was registered with parent {known!s}, not {parent_run_id!s}")
-            return
+            return False
         if parent_run_id is not None:
             ancestor: RunId | None = parent_run_id
             while ancestor is not None:
                 if ancestor == run_id:
                     raise ConfigurationError(f"run {run_id!s} cannot descend from itself")
                 ancestor = self._parent.get(ancestor)
-            self._children.setdefault(parent_run_id, []).append(run_id)
         self._parent[run_id] = parent_run_id
+        return True
 
-    def subtree(self, run_id: RunId) -> list[RunId]:
-        """The run and all its descendants, parents before children."""
-        found = [run_id]
-        index = 0
-        while index < len(found):
-            found.extend(self._children.get(found[index], ()))
-            index += 1
+    def lineage(self, run_id: RunId | None) -> list[RunId]:
+        """The run and its known ancestors, nearest first."""
+        found: list[RunId] = []
+        while run_id is not None:
+            found.append(run_id)
+            run_id = self._parent.get(run_id)
         return found
 
     def runs(self) -> tuple[RunId, ...]:
@@ -281,13 +288,29 @@ class _Ledger(Generic[_RecordT, _AmountT]):
         self._records: list[_RecordT] = []
         self._tree = _RunTree()
         self._per_run: dict[RunId, _AmountT] = {}
+        # running subtree totals, kept by adding each amount to its run's ancestors: a budget check
+        # per request reads one (a walk over a 1,000-run fan-out per request was quadratic)
+        self._per_subtree: dict[RunId, _AmountT] = {}
         self._per_model: dict[str, _AmountT] = {}
         self._total = zero
 
+    def _link(self, run: RunId, parent: RunId | None) -> None:
+        """Link under the lock; a subtree that already has amounts carries them to its new ancestors."""
+        if self._tree.link(run, parent) and parent is not None:
+            carried = self._per_subtree.get(run)
+            if carried is not None:
+                self._add_up(parent, carried)
+
+    def _add_up(self, run: RunId, amount: _AmountT) -> None:
+        totals, zero = self._per_subtree, self._zero
+        for node in self._tree.lineage(run):
+            totals[node] = totals.get(node, zero) + amount
+
     def _store(self, record: _RecordT, run: RunId, parent: RunId | None, model: str, amount: _AmountT) -> None:
         with self._lock:
-            self._tree.link(run, parent)
+            self._link(run, parent)
             self._records.append(record)
+            self._add_up(run, amount)
             self._per_run[run] = self._per_run.get(run, self._zero) + amount
             self._per_model[model] = self._per_model.get(model, self._zero) + amount
             self._total = self._total + amount
@@ -302,7 +325,7 @@ class _Ledger(Generic[_RecordT, _AmountT]):
         run = RunId(run_id)
         parent = None if parent_run_id is None else RunId(parent_run_id)
         with self._lock:
-            self._tree.link(run, parent)
+            self._link(run, parent)
 
     def total(self) -> _AmountT:
         """Everything recorded, across the whole tree."""
@@ -317,15 +340,7 @@ class _Ledger(Generic[_RecordT, _AmountT]):
     def for_subtree(self, run_id: str) -> _AmountT:
         """This run plus every run beneath it."""
         with self._lock:
-            per_run = self._per_run
-            if not per_run:  # nothing recorded yet (e.g. scripted or cached runs): no tree walk
-                return self._zero
-            total = self._zero
-            for run in self._tree.subtree(RunId(run_id)):
-                amount = per_run.get(run)
-                if amount is not None:
-                    total = total + amount
-            return total
+            return self._per_subtree.get(RunId(run_id), self._zero)
 
     def by_model(self) -> dict[str, _AmountT]:
         """Amounts per model name; usage recorded without one is under ``"unknown"``."""
@@ -359,6 +374,8 @@ class UsageTracker(_Ledger[UsageRecord, Usage]):
 
     def __init__(self) -> None:
         super().__init__(_ZERO)
+        self.holds = Holds()
+        """Tokens and dollars reserved by requests in flight on the budgets of the runs sharing this ledger."""
 
     def record(
         self,

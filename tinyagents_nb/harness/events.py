@@ -1,12 +1,16 @@
 """The full event catalogue: every ``AgentEvent`` the harness emits, and the sink that carries them.
 
 ``tinyagents_nb.harness`` re-exports the events most code matches on (run, model, tool and
-sub-agent lifecycle); the rest (usage, cost, limits, retries, caching, steering, memory,
+sub-agent lifecycle); the rest (usage, cost, budgets, limits, retries, caching, steering, memory,
 middleware, approvals, guardrails) live here.
 """
 
 from __future__ import annotations
 
+from ._budget import (
+    BudgetReconciled as BudgetReconciled,
+    BudgetReserved as BudgetReserved,
+)
 from ._cache_policy import (
     CacheLayoutEvent as CacheLayoutEvent,
 )
@@ -29,6 +33,7 @@ from ._events import (
     ModelDelta as ModelDelta,
     ModelDiscarded as ModelDiscarded,
     ModelFailed as ModelFailed,
+    ModelRetracted as ModelRetracted,
     ModelSelected as ModelSelected,
     ModelStarted as ModelStarted,
     RateLimitWaited as RateLimitWaited,
@@ -62,6 +67,8 @@ __all__ = [
     "AgentEvent",
     "ApprovalDecided",
     "ApprovalRequested",
+    "BudgetReconciled",
+    "BudgetReserved",
     "CacheHit",
     "CacheLayoutEvent",
     "CacheMiss",
@@ -82,6 +89,7 @@ __all__ = [
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
+    "ModelRetracted",
     "ModelSelected",
     "ModelStarted",
     "RateLimitWaited",

@@ -1,9 +1,10 @@
 """Notebook-wide spending and approval defaults: a dollar cap per run, a session cap across runs.
 
-The per-run cap is the run's ``RunLimits.max_cost_usd`` (it binds the run's whole tree, so
-sub-agents count too); the session cap is a ``TreeBudget`` over the session's shared ledgers, put
-on each run's context, so every request of every run, concurrent ones included, is checked
-against what the whole session has spent. A
+The per-run cap is a ``TreeBudget`` anchored at the run (it binds the run's whole tree, so
+sub-agents and RLM sub-queries count too); the session cap is a ``TreeBudget`` over everything the
+session's shared trackers record. Both go on the context of every run the notebook starts
+(``%%agent``, ``%%agent --rlm``, background runs), so every request of every run, concurrent ones
+included, reserves its estimate against what the whole session has spent and reserved. A
 spend the price table cannot price counts as unknown, and a dollar cap refuses it (see
 ``RunLimits.unknown_price``), so an unknown price never reads as free money.
 
@@ -21,17 +22,34 @@ from typing import Any, Literal
 
 from tinyagents_nb.harness import ConfigurationError, TreeBudget
 
-__all__ = ["ApprovalMode", "frontend_can_answer", "session_budget", "unattended_decision"]
+__all__ = ["ApprovalMode", "frontend_can_answer", "notebook_budgets", "session_budget", "unattended_decision"]
 
 ApprovalMode = Literal["auto", "ask", "deny", "approve"]
 _MODES = ("auto", "ask", "deny", "approve")
 
 
 def session_budget(cap: float | None, unknown_price: Literal["allow", "refuse"]) -> tuple[TreeBudget, ...]:
-    """The budget a session puts on each run's context: ``cap`` dollars over everything its ledgers record."""
+    """The budget a session puts on each run's context: ``cap`` dollars over every run of the session."""
     if cap is None:
         return ()
-    return (TreeBudget(anchor_run_id=None, max_cost_usd=Decimal(str(cap)), unknown_price=unknown_price),)
+    hint = f"raise the session's cap, e.g. %config AgentMagics.session_max_cost_usd = {_more(cap)}"
+    return (TreeBudget(anchor_run_id=None, max_cost_usd=Decimal(str(cap)), unknown_price=unknown_price, hint=hint),)
+
+
+def notebook_budgets(
+    run_id: str, run_cap: float | None, session_cap: float | None, unknown_price: Literal["allow", "refuse"]
+) -> tuple[TreeBudget, ...]:
+    """The budgets of one notebook run: the session's cap, and ``run_cap`` over the run's own tree."""
+    budgets = session_budget(session_cap, unknown_price)
+    if run_cap is None:
+        return budgets
+    hint = f"raise the cap per run, e.g. %config AgentMagics.max_cost_usd = {_more(run_cap)}"
+    own = TreeBudget(anchor_run_id=run_id, max_cost_usd=Decimal(str(run_cap)), unknown_price=unknown_price, hint=hint)
+    return (*budgets, own)
+
+
+def _more(cap: float) -> str:
+    return f"{max(cap * 2, 0.01):g}"
 
 
 def frontend_can_answer(shell: Any) -> bool:

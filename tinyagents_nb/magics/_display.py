@@ -82,12 +82,16 @@ def summary_line(run: NotebookRun) -> str:
     usage = outcome.usage
     cost = outcome.cost.total_usd if outcome.cost is not None else None
     calls, estimate = run.dashboard.interrupted() if run.dashboard is not None else (0, 0)
+    approx = "~" if usage.estimated else ""  # the harness estimated part of it (no usage reported, a stop)
     parts = [
         _plural(outcome.model_calls, "model call") + (f" + {calls:,} interrupted" if calls else ""),
         _plural(outcome.tool_calls, "tool call"),
-        f"{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out)"
+        f"{approx}{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out"
+        + (", estimated)" if usage.estimated else ")")
         + (f" + ~{estimate:,} streamed (estimate)" if estimate else ""),
-        "cost unknown" if calls else usd_text(cost),  # a provider bills what streamed before the stop
+        "cost unknown"
+        if cost is None or (calls and not usage.estimated)  # a provider bills what streamed before the stop
+        else approx + usd_text(cost) + (" (estimated)" if usage.estimated else ""),
     ]
     return "[" + " · ".join([status, *parts]) + "]"
 

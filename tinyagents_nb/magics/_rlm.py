@@ -108,6 +108,7 @@ def rlm_starter(
         kept = thread_session(session, thread_id, environment) if thread_id else None
         harness, messages = rlm.prepare(prompt, values, session=kept)
         ctx = session.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
+        ctx.budgets = session.budgets_for(ctx, rlm.model)  # the notebook's caps bind the run and its sub-queries
         if timeout_s is not None:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(messages, context=ctx)

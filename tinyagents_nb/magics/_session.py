@@ -34,6 +34,7 @@ from tinyagents_nb.harness import (
     ThreadId,
     Tool,
     ToolRegistry,
+    TreeBudget,
     resolve_model,
     tool,
 )
@@ -45,7 +46,7 @@ from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.stores import StoreRegistry
 
 from . import _display
-from ._budget import session_budget, unattended_decision
+from ._budget import notebook_budgets, unattended_decision
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
@@ -270,7 +271,6 @@ class NotebookSession:
         unknown_price: Literal["allow", "refuse"] = "allow" if isinstance(chat_model, OfflineModel) else "refuse"
         limits = RunLimits(
             max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls,
-            max_cost_usd=self.max_cost_usd,
             unknown_price=unknown_price,
         )
         attended, unattended = unattended_decision(self.approvals, self.can_answer)
@@ -285,7 +285,7 @@ class NotebookSession:
         if new_thread or thread_id is not None:
             self.use_thread(thread_id)
         ctx = self.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
-        ctx.budgets = session_budget(self.session_max_cost_usd, unknown_price)
+        ctx.budgets = self.budgets_for(ctx, chat_model)
         if timeout_s is not None:
             ctx = ctx.with_config(timeout_s=timeout_s)
         stream = harness.invoke_streaming(prompt, context=ctx)
@@ -301,6 +301,11 @@ class NotebookSession:
         )
         self._runs.append(run)
         return run
+
+    def budgets_for(self, ctx: RunContext[Any], model: ChatModel) -> tuple[TreeBudget, ...]:
+        """The dollar caps of a run the notebook starts: ``max_cost_usd`` over its tree, ``session_max_cost_usd`` over all."""
+        unknown_price: Literal["allow", "refuse"] = "allow" if isinstance(model, OfflineModel) else "refuse"
+        return notebook_budgets(ctx.run_id, self.max_cost_usd, self.session_max_cost_usd, unknown_price)
 
     @property
     def runs(self) -> list[NotebookRun]:
@@ -409,7 +414,8 @@ class NotebookSession:
         return [
             f"thread: {self.thread_id} · default model: {model} · store: {self.store_path}",
             f"runs: {len(self._runs)} ({len(active)} active{': ' + running if running else ''})",
-            f"usage: {usage.total_tokens:,} tokens · {_display.usd_text(cost)}",
+            f"usage: {'~' if usage.estimated else ''}{usage.total_tokens:,} tokens · {_display.usd_text(cost)}"
+            + (" (part estimated: a provider reported no usage, or a call was stopped)" if usage.estimated else ""),
             f"tools: {', '.join(self.tools.names()) or 'none'} · models: {', '.join(self.models.names()) or 'none'}",
         ]
 

@@ -32,7 +32,10 @@ def budget_lines(ctx: RunContext[Any], budgets: Sequence[TreeBudget]) -> list[tu
             cap = budget.max_cost_usd
             used = float(spent.known_usd / cap) if cap > 0 else 1.0
             unknown = "" if spent.is_complete else " + unknown-price calls"
-            lines.append((used, f"{scope} budget: ${_usd(spent.known_usd)}{unknown} of ${_usd(cap)} ({used:.0%})"))
+            held = ctx.usage.holds.usd(budget.anchor_run_id)  # requests in flight: spend that is coming
+            pending = f" + ${_usd(held)} in flight" if held else ""
+            label = f"{scope} budget: ${_usd(spent.known_usd)}{unknown}{pending} of ${_usd(cap)} ({used:.0%})"
+            lines.append((used, label))
         if budget.max_total_tokens is not None:
             tokens = budget.usage_in(ctx).total_tokens
             cap_tokens = budget.max_total_tokens

@@ -208,7 +208,7 @@ class RunDashboard:
         if self.state.terminal in ("cancelled", "failed"):  # what a stop cut off: streamed, never reported
             streamed = [text for text in self.transcript.streamed_text().values() if text]
             calls = len(streamed)
-            if streamed:
+            if streamed and not usage.estimated:  # (the harness records a stopped call's estimate itself)
                 counter = TokenEstimator.for_model(self.state.model or None).counter
                 estimate = sum(counter.count(text) for text in streamed)
         return Totals(
@@ -218,6 +218,7 @@ class RunDashboard:
             usd=usd,
             interrupted_calls=calls,
             estimated_tokens=estimate,
+            estimated=usage.estimated,
         )
 
     def _on_terminal(self) -> None:

@@ -39,6 +39,8 @@ class Totals:
     usd: Decimal | None = Decimal(0)
     interrupted_calls: int = 0
     estimated_tokens: int = 0
+    estimated: bool = False
+    """Part of ``tokens``/``usd`` is the harness's estimate (a stream without usage, a stopped call)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,10 +105,14 @@ def usage_text(model_calls: int, tool_calls: int, totals: Totals) -> str:
     parts.append(plural(tool_calls, "tool call"))
     if not (totals.tokens or totals.estimated_tokens or totals.interrupted_calls or totals.usd):
         return " · ".join(parts)  # nothing billed yet: no "0 tokens · $0.00" that reads like a fact
-    parts.append(f"{format_int(totals.tokens)} tokens")
+    approx = "~" if totals.estimated else ""
+    parts.append(f"{approx}{format_int(totals.tokens)} tokens" + (" (estimated)" if totals.estimated else ""))
     if totals.estimated_tokens:
         parts[-1] += f" + ~{format_int(totals.estimated_tokens)} streamed (estimate)"
-    parts.append("cost unknown" if totals.usd is None or totals.interrupted_calls else format_usd(totals.usd))
+    if totals.usd is None or (totals.interrupted_calls and not totals.estimated):
+        parts.append("cost unknown")
+    else:
+        parts.append(approx + format_usd(totals.usd) + (" (estimated)" if totals.estimated else ""))
     return " · ".join(parts)
 
 

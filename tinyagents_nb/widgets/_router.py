@@ -80,6 +80,9 @@ class EventRouter:
             "steering.applied": self._on_steering,
             "retry.scheduled": self._on_retry,
             "model.discarded": lambda e: self._transcript.discard_call(e.run_id, e.call_id),
+            "model.retracted": lambda e: self._transcript.retract_call(
+                e.run_id, e.call_id, f"guardrail {e.guardrail!r} blocked it ({e.reason})"
+            ),
             "fallback.used": lambda e: self._note(e, f"fallback: {e.from_model} → {e.to_model} ({e.error})"),
             "limit.reached": self._on_limit,
             "guardrail.tripped": self._on_guardrail,

@@ -381,3 +381,30 @@ def test_one_model_serves_several_event_loops_and_threads(replay_server: ReplayS
         thread.join(timeout=30)
     assert results == ["ok", "ok"]
     assert len(replay_server.requests) == 4
+
+
+async def test_thinking_tokens_itemised_in_the_usage_become_reasoning_tokens(replay_server: ReplayServer) -> None:
+    # the Messages API's recorded shape: message_delta's usage itemises output_tokens_details.thinking_tokens
+    events = [
+        message_start(usage(31, 1)),
+        *thinking_block(0, ["Let me think."], "EqQBCgIYAhIMsig"),
+        *text_block(1, ["Forty-two."]),
+        event("message_delta", {
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 96, "output_tokens_details": {"thinking_tokens": 80}},
+        }),
+        event("message_stop", {}),
+    ]  # fmt: skip
+    replay_server.enqueue(200, rechunk(events, 11))
+    items, error = await drain(make(replay_server, thinking_budget=2048), ask())
+    assert error is None
+    (reported,) = [i.usage for i in items if isinstance(i, StreamUsage)]
+    assert (reported.output_tokens, reported.reasoning_tokens) == (96, 80)
+
+    body = message_body(
+        [{"type": "text", "text": "Forty-two."}],
+        usage_raw={**usage(31, 96), "output_tokens_details": {"thinking_tokens": 80}},
+    )
+    replay_server.enqueue(200, body)
+    response = await make(replay_server).invoke(ask())
+    assert (response.usage.output_tokens, response.usage.reasoning_tokens) == (96, 80)

@@ -278,19 +278,24 @@ def _count(value: object) -> int:
 def usage_from(raw: Mapping[str, Any]) -> Usage:
     """Messages usage in the OpenAI convention: Anthropic's ``input_tokens`` excludes cache reads and writes.
 
-    ``cache_creation.ephemeral_1h_input_tokens`` says how many writes were one-hour ones (priced higher).
+    ``cache_creation.ephemeral_1h_input_tokens`` says how many writes were one-hour ones (priced higher);
+    ``output_tokens_details.thinking_tokens`` how much of the output was thinking (``reasoning_tokens``).
     """
     fresh = _count(raw.get("input_tokens"))
     written = _count(raw.get("cache_creation_input_tokens"))
     read = _count(raw.get("cache_read_input_tokens"))
     split = raw.get("cache_creation")
     hour = _count(split.get("ephemeral_1h_input_tokens")) if isinstance(split, Mapping) else 0
+    output = _count(raw.get("output_tokens"))
+    details = raw.get("output_tokens_details")  # itemised output: the thinking part of output_tokens
+    thinking = _count(details.get("thinking_tokens")) if isinstance(details, Mapping) else 0
     return Usage(
         input_tokens=fresh + written + read,
-        output_tokens=_count(raw.get("output_tokens")),
+        output_tokens=output,
         cached_input_tokens=read,
         cache_write_tokens=written,
         cache_write_1h_tokens=min(hour, written),
+        reasoning_tokens=min(thinking, output),
     )
 
 
