@@ -133,6 +133,12 @@ async def test_depth_2_recursion_over_8_contexts_rolls_up_exactly_and_refuses_de
     runs = [e for e in rec.events if e.kind == "run.started"]
     assert sorted(e.depth for e in runs) == [0] + [1] * 8 + [2] * 16
     assert sum(1 for e in started if e.run_id == run.run_id) == 8
+    in_flight, most = 0, 0  # the root's children, at most max_concurrency at once
+    for e in rec.events:
+        if e.kind in ("subagent.started", "subagent.completed") and e.run_id == run.run_id:
+            in_flight += 1 if e.kind == "subagent.started" else -1
+            most = max(most, in_flight)
+    assert most == 4
     # depth 3 was refused inside every leaf's REPL, by the harness's cap
     assert len(refusals) == 16
     assert all("refused: RLMDepthError" in text for text in refusals)
