@@ -15,6 +15,7 @@ from tinyagents_nb.harness import (
     AssistantMessage,
     BudgetExceeded,
     LimitExceeded,
+    ModelProfile,
     ModelRequest,
     ModelResponse,
     RunCancelled,
@@ -334,3 +335,24 @@ async def test_the_runs_deadline_keeps_the_partial_answer_set_before_it() -> Non
     with pytest.raises(RunTimeout) as caught:
         await RLM(model=model, environment="local").invoke("Work.", context={}, config=RunConfig(timeout_s=1.0))
     assert caught.value.partial_answer == "first half: 12"  # type: ignore[attr-defined]
+
+
+async def test_a_long_session_is_compacted_near_the_window_and_keeps_its_repl() -> None:
+    wide = "print('row ' * 700)"  # 2,800 characters of output per task
+    script = []
+    for i in range(5):
+        script += [py(f"v{i} = {i}", wide), py("answer.update(content='ok', ready=True)")]
+    model = ScriptedModel(
+        [*script, py("answer.update(content=str(v0 + v4), ready=True)")],
+        profile=ModelProfile(name="scripted", provider="test", context_window=4_000),
+    )
+    session = RLMSession("local")
+    rlm = RLM(model=model, environment="local")
+    for i in range(5):
+        await rlm.invoke(f"Task {i}.", session=session)
+    last = await rlm.invoke("Add v0 and v4.", session=session)
+    assert last.final_text == "4"  # the REPL kept what the first task made
+    full = sum(len(m.text) for m in session.messages)
+    sent = max(sum(len(m.text) for m in r.messages) for r in model.requests)
+    assert full > 14_000
+    assert sent < 4_000 * 4  # the transcript was compacted to fit the window; the REPL was not

@@ -171,7 +171,9 @@ class RLM:
             ],
             policy=dataclasses.replace(self.policy, limits=run_limits),
             name=self.name,
-            pressure=None,
+            # a session's transcript grows across runs: near the window it is compacted (the REPL
+            # state never is); a run without a session keeps its protocol turns whole
+            pressure="default" if session is not None else None,
         )
         if session is not None and session.messages:
             return harness, [*session.messages, UserMessage(text=follow_up_message(task, values))]
