@@ -356,3 +356,20 @@ async def test_a_long_session_is_compacted_near_the_window_and_keeps_its_repl() 
     sent = max(sum(len(m.text) for m in r.messages) for r in model.requests)
     assert full > 14_000
     assert sent < 4_000 * 4  # the transcript was compacted to fit the window; the REPL was not
+
+
+async def test_a_child_that_hits_a_limit_is_an_rlm_call_error_with_its_partial_answer() -> None:
+    def reply(request: ModelRequest) -> ModelResponse:
+        task, turn = task_of(request), turn_of(request)
+        if "ROOT" in task:
+            if turn == 0:
+                return fenced("try:\n    rlm_query('CHILD', [1, 2])\nexcept RLMCallError as e:\n    print(e)")
+            return fenced("answer.update(content='gave up', ready=True)")
+        return fenced("answer['content'] = 'halfway'")  # never ready: the child runs out of iterations
+
+    model = FunctionModel(reply)
+    run = await RLM(model=model, environment="local", limits=RLMLimits(max_iterations=2)).invoke("ROOT")
+    assert run.final_text == "gave up"  # the parent went on
+    (seen,) = [r.messages[-1].text for r in model.requests if "ROOT" in task_of(r) and turn_of(r) == 1]
+    assert "RuntimeError: child run 0 failed: LimitExceeded" in seen
+    assert "its partial answer: 'halfway'" in seen
