@@ -33,7 +33,7 @@ from tinyagents_nb.harness.events import UsageRecorded
 from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
 from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, RLMError, RLMLimits, RLMPartialAnswer, RLMSession
 
-from ._scripts import ROOT_USAGE, py
+from ._scripts import ROOT_USAGE, py, sub_model
 
 pytestmark = pytest.mark.anyio
 
@@ -373,3 +373,16 @@ async def test_a_child_that_hits_a_limit_is_an_rlm_call_error_with_its_partial_a
     (seen,) = [r.messages[-1].text for r in model.requests if "ROOT" in task_of(r) and turn_of(r) == 1]
     assert "RuntimeError: child run 0 failed: LimitExceeded" in seen
     assert "its partial answer: 'halfway'" in seen
+
+
+async def test_code_written_for_the_official_implementation_runs_unchanged(environment: Environment) -> None:
+    model = ScriptedModel(
+        [
+            py(
+                "one = llm_query('count:' + 'ERROR ' * 3)\nmany = llm_query_batched(['count:ERROR', 'count:'])\n"
+                'answer["content"] = f"{one} {many}"\nanswer["ready"] = True'
+            )
+        ]
+    )
+    run = await RLM(model=model, sub_model=sub_model(), environment=environment).invoke("Count.", context={})
+    assert run.final_text == "3 ['1', '0']"

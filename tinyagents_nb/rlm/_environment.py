@@ -25,7 +25,19 @@ StopReason = Literal["stop", "timeout"]
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TRACEBACK_LINES = 12
 _RESERVED = frozenset(
-    {"llm", "llm_batch", "rlm_query", "rlm_query_batched", "FINAL", "FINAL_VAR", "SHOW_VARS", "RLMCallError", "answer"}
+    {
+        "llm",
+        "llm_batch",
+        "llm_query",
+        "llm_query_batched",
+        "rlm_query",
+        "rlm_query_batched",
+        "FINAL",
+        "FINAL_VAR",
+        "SHOW_VARS",
+        "RLMCallError",
+        "answer",
+    }
 )
 
 

@@ -68,6 +68,7 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
         FINAL(namespace[name])
 
     namespace.update(llm=llm, llm_batch=llm_batch, FINAL=FINAL, FINAL_VAR=FINAL_VAR, RLMCallError=RLMCallError)
+    namespace.update(llm_query=llm, llm_query_batched=llm_batch)  # the official implementation's names
     return _install_recursion_and_answer(namespace, call)
 
 
@@ -140,6 +141,8 @@ _HELPER_NAMES = frozenset(
     {
         "llm",
         "llm_batch",
+        "llm_query",
+        "llm_query_batched",
         "rlm_query",
         "rlm_query_batched",
         "FINAL",
