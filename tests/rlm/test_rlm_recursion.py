@@ -150,8 +150,22 @@ async def test_depth_2_recursion_over_8_contexts_rolls_up_exactly_and_refuses_de
     assert run.usage == recorded
     assert ctx.usage.for_subtree(run.run_id) == recorded
     assert rlm.children is not None
-    assert rlm.children.size <= 4 + 4 * 2  # REPLs are pooled, bounded by concurrency
+    assert 0 < rlm.children.size <= 4 + 4 * 2  # REPLs are pooled, bounded by concurrency
     rlm.close()
+    assert rlm.children.size == 0
+
+
+async def test_keep_children_false_stops_the_childrens_repls_when_the_root_run_ends() -> None:
+    def reply(request: ModelRequest) -> ModelResponse:
+        if "ROOT" in task_of(request):
+            return fenced("r = rlm_query_batched(['CHILD'] * 3, [1, 2, 3])\nanswer.update(content=r, ready=True)")
+        return fenced("answer.update(content=context * 10, ready=True)")
+
+    rlm = RLM(model=FunctionModel(reply), environment="local", keep_children=False)
+    run = await rlm.invoke("ROOT")
+    assert run.final_text == '["10", "20", "30"]'
+    assert rlm.children is not None
+    assert rlm.children.size == 0
 
 
 async def test_max_depth_0_refuses_rlm_query_and_does_not_teach_it() -> None:

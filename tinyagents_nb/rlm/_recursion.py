@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ._bridge import SubQueries
     from ._dialect import RLMRunState
 
-__all__ = ["Children", "EnvironmentPool", "RecursionMiddleware", "child_factory"]
+__all__ = ["Children", "ClosePool", "EnvironmentPool", "RecursionMiddleware", "child_factory"]
 
 CHILD_AGENT = "rlm_query"
 """The sub-agent name child RLM runs carry in the run tree (``SubAgentStarted.name``)."""
@@ -174,3 +174,16 @@ class RecursionMiddleware(Middleware):
         queries = self.state.queries
         assert queries is not None, "RLMMiddleware runs first"
         queries.ops["rlm"] = Children(ctx, self.state, queries).handle
+
+
+class ClosePool(Middleware):
+    """Stops the children's REPLs when the root run ends (``RLM(keep_children=False)``: no kernel outlives its run)."""
+
+    def __init__(self, pool: EnvironmentPool) -> None:
+        self.pool = pool
+
+    async def after_agent(self, ctx: RunContext[Any], run: Any) -> None:
+        await anyio.to_thread.run_sync(self.pool.close)
+
+    async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:
+        await anyio.to_thread.run_sync(self.pool.close)

@@ -35,7 +35,7 @@ from ._kernel import KernelEnvironment
 from ._local import LocalEnvironment
 from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, follow_up_message, system_prompt
-from ._recursion import CHILD_AGENT, EnvironmentPool, RecursionMiddleware, child_factory
+from ._recursion import CHILD_AGENT, ClosePool, EnvironmentPool, RecursionMiddleware, child_factory
 from ._session import RLMSession
 from ._typed import AnswerType
 
@@ -76,6 +76,8 @@ class RLM:
         output_type: The type the root run's answer must validate against (a pydantic model, or
             any type pydantic validates); one failed validation is sent back to the model, a second
             ends the run with ``StructuredOutputError``. The value is ``run.structured.value``.
+        keep_children: Keep the children's REPLs (child kernels) for the next run (``close()``
+            stops them); ``False`` stops them when each root run ends.
     """
 
     def __init__(
@@ -92,6 +94,7 @@ class RLM:
         name: str = "rlm",
         child_environment: Callable[[], Environment] | None = None,
         output_type: Any = None,
+        keep_children: bool = True,
     ) -> None:
         self.model = resolve_model(model)
         self.sub_model = resolve_model(sub_model) if sub_model is not None else self.model
@@ -106,6 +109,7 @@ class RLM:
         factory = child_environment if child_environment is not None else child_factory(self.environment)
         self.children = EnvironmentPool(factory) if factory is not None else None
         self.output_type = output_type
+        self.keep_children = keep_children
         if output_type is not None:
             try:
                 AnswerType(output_type)
@@ -167,6 +171,7 @@ class RLM:
                 RecursionMiddleware(state),
                 PartialAnswerMiddleware(state),
                 *([session.middleware()] if session is not None else []),
+                *([ClosePool(self.children)] if depth == 0 and self.children and not self.keep_children else []),
                 *self.middleware,
             ],
             policy=dataclasses.replace(self.policy, limits=run_limits),
