@@ -22,21 +22,15 @@ namespace, which persists across replies; the next message shows what they print
 - `llm(prompt) -> str` asks a sub-model one question (give it the text it needs, e.g. a chunk of \
 the data: it sees nothing else). `llm_batch(prompts) -> list[str]` asks many at once, in parallel; \
 prefer it over llm in a loop. At most {max_sub} sub-queries per task.{recursion}
-- `SHOW_VARS()` prints the variables you have made so far.
-- An exception is shown to you as output; fix the code and go on.
-- `answer` is a dict in the REPL: `answer = {{"content": "", "ready": False}}`. Put your answer so \
-far in `answer["content"]` as you go; when it is checked and complete, set `answer["ready"] = True` \
-in a code block: the task ends after that block, with `answer["content"]` as the answer. Do not \
-answer in prose before you have checked it with code.
-- You have at most {max_iterations} replies with code; if you run out, `answer["content"]` is \
-taken as your partial answer.
+- `SHOW_VARS()` lists your variables. An exception is shown as output; fix the code and go on.
+- To answer, set `answer["content"]` (a dict already in the REPL; keep your best answer so far in \
+it), then `answer["ready"] = True`: the task ends after that block. Check the answer with code first.
+- At most {max_iterations} replies with code.
 """
 
 _RECURSION = """
-- `rlm_query(prompt, context=None) -> str` hands a sub-task that needs code of its own to a child \
-working in its own REPL, where `context` holds the value you pass (it sees nothing else). \
-`rlm_query_batched(prompts, contexts) -> list[str]` starts many at once, in parallel. Children \
-count as sub-queries."""
+- `rlm_query(prompt, context=None) -> str` gives a sub-task that needs code to a child with its own \
+REPL, where `context` holds what you pass; `rlm_query_batched(prompts, contexts)` runs many in parallel."""
 
 
 def first_message(task: str, values: Mapping[str, Any], *, environment: str, limits: RLMLimits) -> str:
