@@ -9,8 +9,9 @@ tool calls, like the text dialects for models without native tool calling:
   reply's text is kept as is), so the loop runs them with ``REPLTool``;
 - on the way in, those calls are removed again and each ``repl`` result becomes a **user**
   message, so the model sees exactly the protocol: code in its replies, output as the next turn;
-- after ``FINAL``, the next "model call" answers with the final text without calling the model,
-  which ends the loop with that answer (it is recorded as a model call with no usage).
+- after the answer (``answer["ready"]``, ``FINAL``), the next "model call" answers with the final
+  text without calling the model, which ends the loop with that answer (it is recorded as a model
+  call with no usage).
 """
 
 from __future__ import annotations
@@ -58,9 +59,9 @@ __all__ = ["REPL_TOOL", "CodeApproval", "REPLDialect", "REPLTool", "RLMMiddlewar
 
 REPL_TOOL = "repl"
 CodeApproval = Callable[[RunContext[Any], str], Awaitable[bool]]
+"""``approve(ctx, code) -> bool``: a hook run before each block; ``False`` skips the block (the model is told)."""
 Spawn = Callable[[RunContext[Any], str, Any, int], Awaitable["AgentRun"]]
 """``spawn(ctx, prompt, context, depth) -> AgentRun``: one child RLM run of the run ``ctx``."""
-"""``approve(ctx, code) -> bool``: a hook run before each block; ``False`` skips the block (the model is told)."""
 
 _NUDGE = (
     "No code block found. Reply with a fenced ```python block to run in the REPL, "
