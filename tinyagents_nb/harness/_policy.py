@@ -58,6 +58,11 @@ class RunPolicy:
         approval_timeout_action: What an unanswered call becomes then: ``deny`` (the model is told),
             ``approve``, or ``fail`` (the run fails with ``ApprovalError``). Recorded as
             ``decided_by="timeout"``.
+        tool_result_limit: The default size limit, in characters, of one tool result as it arrives
+            (a 10 MB MCP result, a whole web page): a longer one is cut, its raw output kept in the
+            run's store, and a ``read_tool_output`` tool to page through it is offered once something
+            was cut. ``None`` turns the default off; a ``ToolResultLimit`` middleware of your own
+            replaces it (per-tool limits, another store).
     """
 
     limits: RunLimits = field(default_factory=RunLimits)
@@ -83,6 +88,7 @@ class RunPolicy:
     approval_timeout_s: float | None = 300.0
     approval_timeout_action: ApprovalTimeoutAction = "deny"
     middleware_events: bool = False
+    tool_result_limit: int | None = 20_000
 
     def __post_init__(self) -> None:
         for name in ("unknown_tool", "invalid_args", "tool_errors"):
@@ -101,6 +107,9 @@ class RunPolicy:
             raise ConfigurationError(
                 f"approval_timeout_action must be 'deny', 'approve' or 'fail', got {self.approval_timeout_action!r}"
             )
+        limit: object = self.tool_result_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 500):
+            raise ConfigurationError(f"tool_result_limit must be an int >= 500 or None, got {limit!r}")
         retries: object = self.structured_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")

@@ -24,10 +24,12 @@ from tinyagents_nb.harness import AgentRun, Tool
 from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
+from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
 from ._handle import NotebookRun
 from ._mcp import mcp_command
+from ._notebook import NOTEBOOK_COMMANDS
 from ._offline import OFFLINE_MODEL
 from ._session import NotebookSession
 from ._trace import trace_command
@@ -135,7 +137,9 @@ def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     """``%agent wait [RUN|all] [--timeout S]``: a notebook waits for its background runs before it goes on (or ends)."""
     runs, timeout_s = _wait_plan(session, args)
     if runs:
-        outcome = wait_runs(_futures(runs), timeout_s=timeout_s, delivery=sync_delivery(host.shell))
+        access = session.notebook  # the runs' run_code calls need this (the main) thread while it waits
+        work = access.runner.drain if access is not None else None
+        outcome = wait_runs(_futures(runs), timeout_s=timeout_s, delivery=sync_delivery(host.shell), work=work)
         _wait_report(runs, outcome, timeout_s)
 
 
@@ -293,9 +297,11 @@ COMMANDS: Mapping[str, Command] = {
     "tools": _tools,
     "journal": _journal,
     "mcp": mcp_command,
+    "batch": batch_command,
     "trace": trace_command,
     "reset": _reset,
     **APPROVAL_COMMANDS,
+    **NOTEBOOK_COMMANDS,
 }
 
 

@@ -174,7 +174,8 @@ class RLM:
                 *([ClosePool(self.children)] if depth == 0 and self.children and not self.keep_children else []),
                 *self.middleware,
             ],
-            policy=dataclasses.replace(self.policy, limits=run_limits),
+            # its one tool's output is bounded by the RLM's own ``max_output_chars`` (and while it streams)
+            policy=dataclasses.replace(self.policy, limits=run_limits, tool_result_limit=None),
             name=self.name,
             # a session's transcript grows across runs: near the window it is compacted (the REPL
             # state never is); a run without a session keeps its protocol turns whole

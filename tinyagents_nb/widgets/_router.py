@@ -74,6 +74,7 @@ class EventRouter:
             "tool.started": self._on_tool_started,
             "tool.completed": self._on_tool_completed,
             "tool.failed": self._on_tool_failed,
+            "tool.delta": self._on_tool_delta,
             "subagent.started": self._on_subagent_started,
             "subagent.completed": lambda e: tree.finish(e.child_run_id, e.status),
             "context.pressure": self._on_pressure,
@@ -166,6 +167,11 @@ class EventRouter:
             return
         caption = self._tree.caption(event.run_id)
         self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
+
+    def _on_tool_delta(self, event: Any) -> None:
+        data = event.data
+        if isinstance(data, dict) and data.get("summary") and event.message:
+            self._tools.summarised(event.run_id, event.call_id, event.message)
 
     def _on_tool_completed(self, event: Any) -> None:
         self._state.tool_calls += 1

@@ -24,7 +24,7 @@ from ._format import esc
 from ._markdown import render_markdown
 from ._rows import HtmlRows, Markdown
 from ._runlog import CodeStep
-from ._safe_markdown import safe_markdown
+from ._safe_markdown import safe_markdown, strip_controls
 
 __all__ = ["Segment", "SegmentKind", "TranscriptPane"]
 
@@ -290,4 +290,4 @@ def _segment_row(segment: Segment, previous: Segment | None) -> str | Markdown:
     if segment.caption and not continued:
         source = f'<div class="ta-caption">▸ {esc(segment.caption)}</div>\n\n{source}'
     classes = ("ta-text", "ta-sub") if segment.caption else ("ta-text", "ta-answer") if segment.answer else ("ta-text",)
-    return Markdown(source, segment.text, classes)
+    return Markdown(source, strip_controls(segment.text), classes)
