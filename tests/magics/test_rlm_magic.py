@@ -186,3 +186,20 @@ def test_the_record_of_a_run_a_limit_ended_shows_its_partial_answer(
     shown = markdown.split("**partial answer:**")[1]
     assert "about" in shown
     assert "<b>" not in shown  # model text is untrusted: no raw HTML in the record
+
+
+def test_rlm_output_validates_the_answer_against_a_notebook_class(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    shell.run_cell("import pydantic\nclass Tally(pydantic.BaseModel):\n    errors: int")
+    model = ScriptedModel([py("answer.update(content={'errors': 'x'}, ready=True)"), py("FINAL({'errors': 2})")])
+    session.register_model("fake", model)
+    run_ok(shell, "%%agent --rlm local --output Tally --model fake --wait\nTally.")
+    outcome = last_run(shell).outcome
+    assert outcome is not None
+    assert outcome.structured is not None
+    assert outcome.structured.value.errors == 2
+    assert "does not match Tally" in model.requests[1].messages[-1].text
+    error = run_error(shell, "%%agent --rlm local --output Missing --model fake\nTally.")
+    assert isinstance(error, UsageError)
+    assert "no class of that name" in str(error)

@@ -14,6 +14,8 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from IPython.core.error import UsageError
+
 from tinyagents_nb.harness import ConfigurationError, SteeringHandle
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits, RLMSession
@@ -21,7 +23,7 @@ from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironm
 from ._handle import NotebookRun
 from ._session import NotebookSession
 
-__all__ = ["rlm_starter"]
+__all__ = ["output_class", "rlm_starter"]
 
 _KERNELS: weakref.WeakKeyDictionary[NotebookSession, KernelEnvironment] = weakref.WeakKeyDictionary()
 _THREADS: weakref.WeakKeyDictionary[NotebookSession, dict[str, RLMSession]] = weakref.WeakKeyDictionary()
@@ -48,6 +50,16 @@ def thread_session(session: NotebookSession, thread: str, environment: str) -> R
             hint="use the same --rlm environment in every cell of a thread, or another --thread name",
         )
     return kept
+
+
+def output_class(name: str | None, user_ns: Mapping[str, Any]) -> type | None:
+    """``--output CLASS`` with ``--rlm``: the notebook class the answer must validate against."""
+    if not name:
+        return None
+    found = user_ns.get(name)
+    if not isinstance(found, type):
+        raise UsageError(f"--output {name!r}: no class of that name in the notebook (a pydantic model)")
+    return found
 
 
 def context_values(names: str | None, user_ns: Mapping[str, Any]) -> dict[str, Any]:
