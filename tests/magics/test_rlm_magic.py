@@ -136,3 +136,70 @@ def test_the_record_shows_each_code_block_once_with_its_output_right_after_it(
         assert text.index("did not run", at[3]) < at[4]  # the block after the failing one is marked
     assert "```text\n42\n```" in record["text/markdown"]
     assert "  → 43" in record["text/plain"]
+
+
+def test_rlm_thread_keeps_the_repl_and_the_transcript_across_three_cells(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    model = ScriptedModel(
+        [
+            py(
+                "errors = [l for l in logs if l.startswith('ERROR')]\nanswer.update(content=str(len(errors)), ready=True)"
+            ),
+            py("answer.update(content=str(len(set(errors))), ready=True)"),
+            py("answer['content'] = errors[-1]\nanswer['ready'] = True"),
+        ]
+    )
+    session.register_model("fake", model)
+    shell.user_ns["logs"] = ["ERROR a", "INFO b", "ERROR c"]
+    run_ok(shell, "%%agent --rlm local --thread audit --context logs --model fake --wait\nHow many errors?")
+    run_ok(shell, "%%agent --rlm local --thread audit --model fake --wait\nHow many distinct?")
+    run_ok(shell, "%%agent --rlm local --thread audit --model fake --wait\nThe last one?")
+    assert last_run(shell).final_text == "ERROR c"  # cell 3 used `errors`, made by cell 1's code
+    texts = [m.text for m in model.requests[-1].messages if m.role == "user"]
+    assert texts[0].startswith("Task:\nHow many errors?")
+    assert texts[-1].startswith("Next task:\nThe last one?")
+    error = run_error(shell, "%%agent --rlm --thread audit --model fake\nAgain.")
+    assert isinstance(error, UsageError)
+    assert "its REPL is 'local'" in str(error)
+    # without --thread, a cell starts from a fresh REPL
+    fresh = ScriptedModel([py("print('errors' in dir())"), py("FINAL(1)")])
+    session.register_model("fresh", fresh)
+    run_ok(shell, "%%agent --rlm local --model fresh --wait\nFresh?")
+    assert fresh.requests[1].messages[-1].text == "False"
+
+
+def test_the_record_of_a_run_a_limit_ended_shows_its_partial_answer(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    model = ScriptedModel([py("answer['content'] = 'about <b>40</b>'"), py("print(1)")])
+    session.register_model("fake", model)
+    run_ok(shell, "%%agent --rlm local --model fake --max-model-calls 1 --name p\nCount.")
+    run = last_run(shell)
+    assert run.status == "failed"
+    record = run._repr_mimebundle_()
+    plain = record["text/plain"].splitlines()
+    assert "run failed: LimitExceeded: limit exceeded: 1 replies with code and no ready answer" in plain
+    assert "partial answer: about <b>40</b>" in plain
+    markdown = record["text/markdown"]
+    assert "**partial answer:**" in markdown
+    shown = markdown.split("**partial answer:**")[1]
+    assert "about" in shown
+    assert "<b>" not in shown  # model text is untrusted: no raw HTML in the record
+
+
+def test_rlm_output_validates_the_answer_against_a_notebook_class(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    shell.run_cell("import pydantic\nclass Tally(pydantic.BaseModel):\n    errors: int")
+    model = ScriptedModel([py("answer.update(content={'errors': 'x'}, ready=True)"), py("FINAL({'errors': 2})")])
+    session.register_model("fake", model)
+    run_ok(shell, "%%agent --rlm local --output Tally --model fake --wait\nTally.")
+    outcome = last_run(shell).outcome
+    assert outcome is not None
+    assert outcome.structured is not None
+    assert outcome.structured.value.errors == 2
+    assert "does not match Tally" in model.requests[1].messages[-1].text
+    error = run_error(shell, "%%agent --rlm local --output Missing --model fake\nTally.")
+    assert isinstance(error, UsageError)
+    assert "no class of that name" in str(error)

@@ -45,7 +45,7 @@ from ._interpolate import InterpolationError, interpolate
 from ._notebook import new_access, run_access
 from ._output import CellView
 from ._rerun import RerunWatch
-from ._rlm import rlm_starter
+from ._rlm import output_class, rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
 from ._usage import parse_line, positive_int
 from ._waiting import UNREACHABLE, Delivery, sync_delivery, wait_async, wait_sync
@@ -264,7 +264,7 @@ class AgentMagics(magic.Magics):
         "--map", metavar="NAME", help="run the body, a {{column}} template, over every row of the DataFrame NAME"
     )
     @_argument("--into", metavar="VAR", help="with --map: bind the result frame to VAR (default: NAME_result)")
-    @_argument("--output", metavar="CLASS", help="with --map: a pydantic model whose fields become columns")
+    @_argument("--output", metavar="CLASS", help="with --map: a model whose fields are columns; --rlm: the answer's")
     @_argument("--executor", metavar="E", help="with --map: local (default), batch, ray or dask")
     @_argument("--concurrency", type=positive_int, metavar="N", help="with --map: rows in flight at once (16)")
     @_argument("--budget", type=float, metavar="USD", help="with --map: stop before the map spends more than this")
@@ -487,8 +487,9 @@ def _starter(magics: AgentMagics, session: NotebookSession, args: argparse.Names
         if args.context is not None or args.sub_model is not None:
             raise UsageError("--context and --sub-model need --rlm")
         return session.new_run
-    user_ns = magics.shell.user_ns if magics.shell else {}
-    return rlm_starter(session, args.rlm, context=args.context, sub_model=args.sub_model, user_ns=user_ns)
+    ns = magics.shell.user_ns if magics.shell else {}
+    typed = output_class(args.output, ns)
+    return rlm_starter(session, args.rlm, context=args.context, sub_model=args.sub_model, user_ns=ns, output_type=typed)
 
 
 def _say(text: str) -> None:

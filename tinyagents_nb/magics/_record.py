@@ -96,6 +96,10 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
         if hint is not None:
             lead, command, tail = hint
             pieces.append((f"{_escape(lead)} {_code(command)}{_escape(tail)}", f"{lead} {command}{tail}"))
+        partial = getattr(error, "partial_answer", None)  # an RLM run's best answer before the limit
+        if isinstance(partial, str) and partial:
+            text = _clip(partial, _RESULT)
+            pieces.append(("**partial answer:**\n\n" + safe_markdown(text), "partial answer: " + text))
     details = run.dashboard.details() if run.dashboard is not None else None
     if details is not None:
         pieces += undelivered_blocks(details, _escape)

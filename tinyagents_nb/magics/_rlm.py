@@ -3,7 +3,9 @@
 A thin adapter: pick the named notebook values, build an ``RLM`` on the session's models, and hand
 the magic a ``NotebookRun`` like any other (same dashboard, handle, blocking/background modes, Stop).
 The child kernel is made once per session and reused by its RLM runs; ``--rlm local`` runs the code
-in this kernel's process instead (trusted code only: see ``docs/rlm.md``).
+in this kernel's process instead (trusted code only: see ``docs/rlm.md``). ``--thread NAME`` runs
+in the thread's ``RLMSession``: a REPL of its own whose variables, and the transcript, carry over
+from one cell to the next.
 """
 
 from __future__ import annotations
@@ -12,17 +14,20 @@ import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from IPython.core.error import UsageError
+
 from tinyagents_nb.harness import ConfigurationError, SteeringHandle
 from tinyagents_nb.harness.steering import SteeringPolicy
-from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits
+from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits, RLMSession
 
 from ._handle import NotebookRun
 from ._offline import OfflineModel
 from ._session import NotebookSession
 
-__all__ = ["rlm_starter"]
+__all__ = ["output_class", "rlm_starter"]
 
 _KERNELS: weakref.WeakKeyDictionary[NotebookSession, KernelEnvironment] = weakref.WeakKeyDictionary()
+_THREADS: weakref.WeakKeyDictionary[NotebookSession, dict[str, RLMSession]] = weakref.WeakKeyDictionary()
 _TAGS = ("notebook", "rlm")
 
 
@@ -32,6 +37,30 @@ def session_kernel(session: NotebookSession) -> KernelEnvironment:
     if env is None:
         env = _KERNELS[session] = KernelEnvironment()
     return env
+
+
+def thread_session(session: NotebookSession, thread: str, environment: str) -> RLMSession:
+    """The RLM session of ``--thread NAME`` (made by its first cell): its REPL and transcript persist."""
+    threads = _THREADS.setdefault(session, {})
+    kept = threads.get(thread)
+    if kept is None:
+        kept = threads[thread] = RLMSession("local" if environment == "local" else "kernel")
+    elif kept.environment.name != ("local" if environment == "local" else "kernel"):
+        raise ConfigurationError(
+            f"--thread {thread}: its REPL is {kept.environment.name!r}, this cell asks for {environment!r}",
+            hint="use the same --rlm environment in every cell of a thread, or another --thread name",
+        )
+    return kept
+
+
+def output_class(name: str | None, user_ns: Mapping[str, Any]) -> type | None:
+    """``--output CLASS`` with ``--rlm``: the notebook class the answer must validate against."""
+    if not name:
+        return None
+    found = user_ns.get(name)
+    if not isinstance(found, type):
+        raise UsageError(f"--output {name!r}: no class of that name in the notebook (a pydantic model)")
+    return found
 
 
 def context_values(names: str | None, user_ns: Mapping[str, Any]) -> dict[str, Any]:
@@ -55,8 +84,12 @@ def rlm_starter(
     context: str | None,
     sub_model: str | None,
     user_ns: Mapping[str, Any],
+    output_type: Any = None,
 ) -> Callable[..., NotebookRun]:
-    """A stand-in for ``session.new_run`` that starts an RLM run instead (same keyword arguments)."""
+    """A stand-in for ``session.new_run`` that starts an RLM run instead (same keyword arguments).
+
+    ``output_type`` (a pydantic model) makes the answer a validated value (``RLM(output_type=...)``).
+    """
     values = context_values(context, user_ns)
     env: Environment = session_kernel(session) if environment == "kernel" else LocalEnvironment()
 
@@ -70,7 +103,8 @@ def rlm_starter(
         timeout_s: float | None = None,
         name: str | None = None,
         cell_key: str | None = None,
-        **_thread: Any,  # RLM runs do not join the conversation thread's history
+        thread_id: str | None = None,
+        **_thread: Any,  # --new-thread: an RLM run without --thread starts from a fresh REPL anyway
     ) -> NotebookRun:
         if tools:
             raise ConfigurationError("--tools does not apply to --rlm", hint="the REPL's helpers are its tools")
@@ -90,8 +124,11 @@ def rlm_starter(
             limits=limits,
             instructions=system or None,
             name=name or "rlm",
+            output_type=output_type,
+            keep_children=False,  # this RLM lives for one cell: its rlm_query kernels must not outlive it
         )
-        harness, messages = rlm.prepare(prompt, values)
+        kept = thread_session(session, thread_id, environment) if thread_id else None
+        harness, messages = rlm.prepare(prompt, values, session=kept)
         ctx = session.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
         ctx.budgets = session.budgets_for(ctx, rlm.model)  # the notebook's caps bind the run and its sub-queries
         if timeout_s is not None:

@@ -4,8 +4,10 @@ Instead of putting a large context into one prompt, ``RLM`` gives the model a RE
 child kernel by default, or this process) holding the named values, describes them in the first
 message without including them, and runs the fenced ``python``/``repl`` blocks of each reply,
 returning their (truncated) output as the next message. In the REPL, ``llm(prompt)`` and
-``llm_batch(prompts)`` run sub-queries as child runs of the RLM run; ``FINAL(answer)`` and
-``FINAL_VAR("name")`` end it. Imports the harness and ``jupyter_client``; never the widgets or magics.
+``llm_batch(prompts)`` run sub-queries as child runs of the RLM run, ``rlm_query(prompt, context)``
+and ``rlm_query_batched`` start child RLM runs with REPLs of their own (depth-capped by
+``RLMLimits.max_depth``), and ``answer = {"content": ..., "ready": True}`` (or ``FINAL``/``FINAL_VAR``)
+ends it. Imports the harness and ``jupyter_client``; never the widgets or magics.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from ._environment import (
 from ._events import (
     RLMCode as RLMCode,
     RLMOutput as RLMOutput,
+    RLMPartialAnswer as RLMPartialAnswer,
     RLMStarted as RLMStarted,
 )
 from ._kernel import (
@@ -55,6 +58,9 @@ from ._prompt import (
 from ._rlm import (
     RLM as RLM,
     EnvironmentName as EnvironmentName,
+)
+from ._session import (
+    RLMSession as RLMSession,
 )
 
 __all__ = [
@@ -73,6 +79,8 @@ __all__ = [
     "RLMError",
     "RLMLimits",
     "RLMOutput",
+    "RLMPartialAnswer",
+    "RLMSession",
     "RLMStarted",
     "RLM_SYSTEM_PROMPT",
     "ReplyPart",

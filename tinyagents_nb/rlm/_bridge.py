@@ -20,7 +20,7 @@ import contextlib
 import hmac
 import json
 import secrets
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import anyio
@@ -82,6 +82,10 @@ class SubQueries:
         self.count = 0
         self.fatal: BaseException | None = None
         self.final: str | None = None
+        self.partial: str | None = None
+        """The last ``answer["content"]`` the REPL reported (the run's best partial answer)."""
+        self.ops: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
+        """More requests the REPL may make (``"rlm"``: child RLM runs), by ``op``."""
         self._semaphore = anyio.Semaphore(limits.max_concurrency)
 
     async def batch(self, prompts: Sequence[str]) -> list[str]:
@@ -132,8 +136,14 @@ class SubQueries:
                     raise TypeError("prompts must be a list of str")
                 return {"ok": True, "results": await self.batch(prompts)}
             if op == "final":
-                self.final = str(payload.get("answer", ""))
+                self.final = self.partial = str(payload.get("answer", ""))
                 return {"ok": True}
+            if op == "answer":
+                self.partial = str(payload.get("content", ""))
+                return {"ok": True}
+            handler = self.ops.get(op) if isinstance(op, str) else None
+            if handler is not None:
+                return await handler(payload)
             raise ValueError(f"unknown request {op!r}")
         except Exception as exc:
             return {"ok": False, "type": type(exc).__name__, "error": str(exc)}

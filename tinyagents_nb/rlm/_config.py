@@ -52,6 +52,10 @@ class RLMLimits:
         max_consecutive_errors: Replies in a row whose code raised; one more ends the run.
         nudges: Replies without code (and without ``FINAL``) answered with a reminder of the
             protocol before such a reply is taken as the final answer.
+        max_depth: How deep ``rlm_query`` children may nest: the root run is at depth 0, its
+            children at 1; ``rlm_query`` from a run at ``max_depth`` is refused (the REPL gets
+            ``RLMCallError``). ``0`` turns ``rlm_query`` off. The harness holds the depth, so code in
+            the REPL cannot raise it.
     """
 
     max_iterations: int = 20
@@ -61,6 +65,7 @@ class RLMLimits:
     max_concurrency: int = 8
     max_consecutive_errors: int = 5
     nudges: int = 1
+    max_depth: int = 1
 
     def __post_init__(self) -> None:
         for name in ("max_iterations", "max_output_chars", "max_sub_queries", "max_concurrency"):
@@ -69,7 +74,7 @@ class RLMLimits:
                 raise ConfigurationError(f"RLMLimits.{name} must be an int, got {value!r}")
             _positive(name, value)
         _positive("block_timeout_s", self.block_timeout_s, allow_none=True)
-        for name in ("max_consecutive_errors", "nudges"):
+        for name in ("max_consecutive_errors", "nudges", "max_depth"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigurationError(f"RLMLimits.{name} must be an int >= 0, got {value!r}")

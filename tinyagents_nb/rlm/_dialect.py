@@ -9,8 +9,9 @@ tool calls, like the text dialects for models without native tool calling:
   reply's text is kept as is), so the loop runs them with ``REPLTool``;
 - on the way in, those calls are removed again and each ``repl`` result becomes a **user**
   message, so the model sees exactly the protocol: code in its replies, output as the next turn;
-- after ``FINAL``, the next "model call" answers with the final text without calling the model,
-  which ends the loop with that answer (it is recorded as a model call with no usage).
+- after the answer (``answer["ready"]``, ``FINAL``), the next "model call" answers with the final
+  text without calling the model, which ends the loop with that answer (it is recorded as a model
+  call with no usage).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from tinyagents_nb.harness import (
     ModelRequest,
     ModelResponse,
     RunContext,
+    StructuredOutputError,
     TextDelta,
     ToolCall,
     ToolCallDelta,
@@ -48,18 +50,22 @@ from ._events import RLMCode, RLMOutput, RLMStarted
 
 if TYPE_CHECKING:
     from tinyagents_nb.harness import AgentRun
+    from tinyagents_nb.harness.models import StructuredOutput
 
     from ._environment import Environment
+    from ._typed import AnswerType
 
 __all__ = ["REPL_TOOL", "CodeApproval", "REPLDialect", "REPLTool", "RLMMiddleware", "RLMRunState"]
 
 REPL_TOOL = "repl"
 CodeApproval = Callable[[RunContext[Any], str], Awaitable[bool]]
 """``approve(ctx, code) -> bool``: a hook run before each block; ``False`` skips the block (the model is told)."""
+Spawn = Callable[[RunContext[Any], str, Any, int], Awaitable["AgentRun"]]
+"""``spawn(ctx, prompt, context, depth) -> AgentRun``: one child RLM run of the run ``ctx``."""
 
 _NUDGE = (
     "No code block found. Reply with a fenced ```python block to run in the REPL, "
-    'or call FINAL(answer) / FINAL_VAR("name") in one to answer.'
+    'or set answer["content"] and answer["ready"] = True in one to answer.'
 )
 
 
@@ -78,6 +84,17 @@ class RLMRunState:
     consecutive_errors: int = 0
     final: str | None = None
     started: bool = False
+    depth: int = 0
+    """This run's RLM depth (the root is 0; an ``rlm_query`` child is its parent's + 1)."""
+    spawn: Spawn | None = None
+    """Starts one ``rlm_query`` child run (the ``RLM`` sets it; ``None``: ``rlm_query`` is refused)."""
+    typed: AnswerType | None = None
+    """The type the final answer must validate against (``RLM(output_type=...)``)."""
+    structured: StructuredOutput | None = None
+    failure: Exception | None = None
+    """An error that ends the run at its next model call (a typed answer that failed twice)."""
+    last_output: str = ""
+    """What the last block printed (a marked partial answer when a limit ends the run without one)."""
 
 
 class REPLDialect:
@@ -217,7 +234,7 @@ class REPLTool:
         final = arguments.get("final")
         if isinstance(final, str):
             state.final = final
-            return ToolResult.ok("[FINAL received: the run ends]")
+            return ToolResult.ok(self._review() or "[answer received: the run ends]")
         if not blocks:
             return ToolResult.ok(_NUDGE)
         assert isinstance(blocks, list | tuple)
@@ -258,6 +275,8 @@ class REPLTool:
                 ctx.emit(LimitReached, limit="rlm_block_timeout", maximum=cap)
                 raise LimitExceeded("rlm_block_timeout", f"a code block ran longer than {cap:g} s", maximum=cap)
             outputs.append(label + (result.output.rstrip("\n") or "(no output)"))
+            if result.output.strip():
+                state.last_output = shown
             if queries.final is not None:
                 state.final = queries.final
                 break
@@ -269,8 +288,24 @@ class REPLTool:
         self._count_errors(ctx, failed)
         text, _ = truncate("\n".join(outputs), limits.max_output_chars)
         if state.final is not None:
-            text += "\n[FINAL received: the run ends]"
+            text += "\n" + (self._review() or "[answer received: the run ends]")
         return ToolResult.ok(text)
+
+    def _review(self) -> str | None:
+        """Validate a typed answer: ``None`` when it ends the run, a re-ask (the run goes on), or raises."""
+        state = self.state
+        if state.typed is None or state.final is None:
+            return None
+        try:
+            state.structured, reask = state.typed.review(state.final)
+        except StructuredOutputError as exc:  # a tool's error would only be shown to the model: end the run
+            state.final, state.failure = None, exc
+            return f"[{exc}]"
+        if reask is not None:
+            state.final = None
+            if state.queries is not None:
+                state.queries.final = None
+        return reask
 
     def _count_errors(self, ctx: RunContext[Any], failed: bool) -> None:
         state = self.state
@@ -306,13 +341,17 @@ class RLMMiddleware(Middleware):
 
     async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
         state = self.state
+        if state.failure is not None:
+            raise state.failure
         cap = state.limits.max_iterations
         if state.final is None and state.iterations >= cap:
             ctx.emit(LimitReached, limit="rlm_iterations", maximum=cap)
-            raise LimitExceeded("rlm_iterations", f"{cap} replies with code and no FINAL", maximum=cap)
+            raise LimitExceeded("rlm_iterations", f"{cap} replies with code and no ready answer", maximum=cap)
         return request
 
     async def after_agent(self, ctx: RunContext[Any], run: AgentRun) -> None:
+        if self.state.structured is not None:
+            run.structured = self.state.structured
         await self._end()
 
     async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:

@@ -30,7 +30,21 @@ OUTPUT_TAIL = 4_000
 """Characters kept from its end, after a flood: where a loop's last lines and the error are."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TRACEBACK_LINES = 12
-_RESERVED = frozenset({"llm", "llm_batch", "FINAL", "FINAL_VAR", "RLMCallError"})
+_RESERVED = frozenset(
+    {
+        "llm",
+        "llm_batch",
+        "llm_query",
+        "llm_query_batched",
+        "rlm_query",
+        "rlm_query_batched",
+        "FINAL",
+        "FINAL_VAR",
+        "SHOW_VARS",
+        "RLMCallError",
+        "answer",
+    }
+)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -15,7 +15,7 @@ from typing import Literal
 
 from tinyagents_nb.harness import AgentEvent
 
-__all__ = ["RLMCode", "RLMOutput", "RLMStarted"]
+__all__ = ["RLMCode", "RLMOutput", "RLMPartialAnswer", "RLMStarted"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,3 +58,17 @@ class RLMOutput(AgentEvent):
     error_type: str | None = None
     duration_s: float = 0.0
     truncated: bool = False
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RLMPartialAnswer(AgentEvent):
+    """A run ended by a limit (or an error) before its answer was ready: the best answer it had.
+
+    ``source`` is ``"answer"`` (the last ``answer["content"]`` the code set) or ``"extracted"``
+    (no answer was set: the last output the REPL printed, marked as such, never checked by the model).
+    """
+
+    kind: Literal["rlm.partial"] = "rlm.partial"
+    answer: str
+    source: Literal["answer", "extracted"] = "answer"
+    error_type: str = ""

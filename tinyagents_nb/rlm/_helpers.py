@@ -1,9 +1,13 @@
-"""The REPL side of the protocol: ``llm``, ``llm_batch``, ``FINAL`` and ``FINAL_VAR``.
+"""The REPL side of the protocol: ``llm``, ``llm_batch``, ``rlm_query``, ``answer``, ``FINAL``, ``SHOW_VARS``.
 
 This module is stdlib-only on purpose: the child kernel runs its *source* (it need not be able to
 import ``tinyagents_nb``), and the in-process environment imports it. Each helper turns a call into
 one request to the harness (``call(payload) -> reply``); the harness decides everything else
 (limits, concurrency, depth, which model), so code in the REPL cannot change those decisions.
+
+The ``answer`` dict is the official protocol's way to end a run: after every block the REPL side
+looks at it (``after_block``) and reports a changed ``answer["content"]`` (the run's best partial
+answer so far) or, once ``answer["ready"]`` is true, the final answer, as ``FINAL`` does.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
-__all__ = ["RLMCallError", "cap_output", "install", "socket_transport"]
+__all__ = ["RLMCallError", "cap_output", "hook_after_blocks", "install", "socket_transport"]
 
 Transport = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -29,8 +33,11 @@ def _checked(reply: dict[str, Any]) -> dict[str, Any]:
     return reply
 
 
-def install(namespace: MutableMapping[str, Any], call: Transport) -> None:
-    """Define the helpers in ``namespace``; every request goes through ``call``."""
+def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..., None]:
+    """Define the helpers in ``namespace``; every request goes through ``call``.
+
+    Returns the hook to call after every block (it reads ``answer``).
+    """
 
     def llm(prompt: str) -> str:
         """Ask the sub-model one question; it sees only ``prompt``."""
@@ -61,6 +68,106 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> None:
         FINAL(namespace[name])
 
     namespace.update(llm=llm, llm_batch=llm_batch, FINAL=FINAL, FINAL_VAR=FINAL_VAR, RLMCallError=RLMCallError)
+    namespace.update(llm_query=llm, llm_query_batched=llm_batch)  # the official implementation's names
+    return _install_recursion_and_answer(namespace, call)
+
+
+def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..., None]:
+    """``rlm_query``, ``rlm_query_batched``, ``SHOW_VARS`` and ``answer``; returns the after-block hook."""
+
+    def rlm_query(prompt: str, context: object = None) -> str:
+        """Start a child RLM run on ``prompt`` with its own REPL holding ``context``; returns its answer."""
+        return rlm_query_batched([prompt], None if context is None else [context])[0]
+
+    def rlm_query_batched(prompts: Iterable[str], contexts: Iterable[object] | None = None) -> list[str]:
+        """Child RLM runs, one per prompt (and context), in parallel; answers come back in the same order."""
+        batch = list(prompts)
+        for i, prompt in enumerate(batch):
+            if not isinstance(prompt, str):
+                raise TypeError(f"rlm_query_batched(prompts) needs strs, item {i} is a {type(prompt).__name__}")
+        values = [None] * len(batch) if contexts is None else list(contexts)
+        if len(values) != len(batch):
+            raise ValueError(f"{len(batch)} prompts but {len(values)} contexts")
+        if not batch:
+            return []
+        results: list[str] = _checked(call({"op": "rlm", "prompts": batch, "contexts": values}))["results"]
+        return results
+
+    def SHOW_VARS() -> None:  # the protocol's name
+        """Print the REPL's own variables with their types and sizes (helpers and modules left out)."""
+        rows = []
+        for name, value in list(namespace.items()):
+            if name.startswith("_") or name in _HELPER_NAMES or type(value).__name__ == "module":
+                continue
+            size = ""
+            try:
+                size = f", len {len(value)}"
+            except Exception:
+                pass
+            rows.append(f"{name}: {type(value).__name__}{size}")
+        show = namespace.get("print", print)  # the in-process REPL captures through its own print
+        show("\n".join(rows) if rows else "(no variables yet)")
+
+    namespace.update(rlm_query=rlm_query, rlm_query_batched=rlm_query_batched, SHOW_VARS=SHOW_VARS)
+    namespace["answer"] = {"content": "", "ready": False}  # each task starts unanswered (a session keeps the rest)
+    seen: dict[str, Any] = {"content": ""}
+
+    def after_block(*_: Any) -> None:
+        """Report ``answer`` to the harness when it changed (a partial answer) or is ready (the final one)."""
+        value = namespace.get("answer")
+        if not isinstance(value, dict) or "content" not in value:
+            return
+        content = value["content"]
+        text = content if isinstance(content, str) else _as_text(content)
+        if value.get("ready"):
+            value["ready"] = False  # reported once: a re-asked answer must be set ready again
+            call({"op": "final", "answer": text})
+        elif text and text != seen["content"]:
+            call({"op": "answer", "content": text})
+        seen["content"] = text
+
+    return after_block
+
+
+def _as_text(value: object) -> str:
+    """A non-string answer as JSON when it is JSON data (a typed answer's usual form), else ``str``."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+_HELPER_NAMES = frozenset(
+    {
+        "llm",
+        "llm_batch",
+        "llm_query",
+        "llm_query_batched",
+        "rlm_query",
+        "rlm_query_batched",
+        "FINAL",
+        "FINAL_VAR",
+        "SHOW_VARS",
+        "RLMCallError",
+        "In",
+        "Out",
+        "print",
+        "exit",
+        "quit",
+    }
+)
+
+
+def hook_after_blocks(shell: Any, after_block: Callable[..., None]) -> None:
+    """In the child kernel: run ``after_block`` after every cell (idempotent across runs in one kernel)."""
+    previous = getattr(shell, "_tinyagents_answer_hook", None)
+    if previous is not None:
+        try:
+            shell.events.unregister("post_run_cell", previous)
+        except ValueError:
+            pass
+    shell.events.register("post_run_cell", after_block)
+    shell._tinyagents_answer_hook = after_block
 
 
 def socket_transport(port: int, token: str) -> Transport:

@@ -100,8 +100,10 @@ def _shutdown_on_worker(state: dict[str, Any]) -> None:
     asyncio.set_event_loop(None)
 
 
-_SETUP = """\
+_RESET = """\
 get_ipython().run_line_magic("reset", "-f")
+"""
+_SETUP = """\
 def __rlm_setup(path, port, token, source):
     import json, os, pickle
     ns = get_ipython().user_ns
@@ -116,7 +118,8 @@ def __rlm_setup(path, port, token, source):
             ns[name] = pickle.loads(blob)
         except Exception as exc:
             failed[name] = f"{{type(exc).__name__}}: {{exc}}"
-    helpers["install"](ns, helpers["socket_transport"](port, token))
+    after_block = helpers["install"](ns, helpers["socket_transport"](port, token))
+    helpers["hook_after_blocks"](get_ipython(), after_block)
     helpers["cap_output"](get_ipython(), {head!r}, {tail!r})
     print(json.dumps(failed))
 __rlm_setup({path!r}, {port!r}, {token!r}, {source!r})
@@ -162,6 +165,8 @@ class KernelEnvironment:
         self._run: tuple[dict[str, bytes], int, str] | None = None
         self._bridge: Any = None
         self.restarts = 0
+        self.keep_namespace = False
+        """Keep the namespace from one run to the next (an ``RLMSession``'s REPL): no reset at the start."""
         self._finalizer = weakref.finalize(self, _shutdown, self._state)
 
     # ------------------------------------------------------------------ lifecycle (worker thread)
@@ -269,7 +274,7 @@ class KernelEnvironment:
         try:
             source = inspect.getsource(_helpers)
             setup = _SETUP.format(path=path, port=port, token=token, source=source, head=OUTPUT_HEAD, tail=OUTPUT_TAIL)
-            self._run_setup(setup)
+            self._run_setup(("" if self.keep_namespace else _RESET) + setup)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)

@@ -59,6 +59,10 @@ class LocalEnvironment:
         self.namespace: dict[str, Any] | None = None
         self.abandoned_threads = 0
         self._blocks = 0
+        self._after_block: Callable[..., None] | None = None
+        self.keep_namespace = False
+        """Keep the namespace from one run to the next (an ``RLMSession``'s REPL)."""
+        self._kept: dict[str, Any] | None = None
 
     def prepare_values(self, values: Mapping[str, Any]) -> dict[str, Any]:
         check_names(values)
@@ -66,8 +70,10 @@ class LocalEnvironment:
 
     async def start_run(self, prepared: Any, queries: SubQueries) -> None:
         namespace: dict[str, Any] = {"__name__": "__rlm__", "__builtins__": builtins}
+        if self.keep_namespace and self._kept is not None:
+            namespace = self._kept
         namespace.update(prepared)
-        install(namespace, queries.handle_threadsafe)
+        self._after_block = install(namespace, queries.handle_threadsafe)
         self.namespace = namespace
 
     async def execute(self, code: str, *, timeout_s: float | None, should_stop: Callable[[], bool]) -> ExecutionResult:
@@ -81,7 +87,7 @@ class LocalEnvironment:
         outcome: dict[str, BaseException] = {}
         done = threading.Event()
         thread = threading.Thread(
-            target=_run_block, args=(code, filename, namespace, buffer, outcome, done), daemon=True
+            target=_run_block, args=(code, filename, namespace, buffer, outcome, done, self._after_block), daemon=True
         )
         started = time.monotonic()
         thread.start()
@@ -115,10 +121,12 @@ class LocalEnvironment:
         )
 
     async def end_run(self) -> None:
+        if self.keep_namespace:
+            self._kept = self.namespace
         self.namespace = None
 
     def close(self) -> None:
-        self.namespace = None
+        self.namespace = self._kept = None
 
     def __repr__(self) -> str:
         return "LocalEnvironment()"
@@ -131,6 +139,7 @@ def _run_block(
     buffer: BoundedOutput,
     outcome: dict[str, BaseException],
     done: threading.Event,
+    after_block: Callable[..., None] | None = None,
 ) -> None:
     """Run ``code`` like a REPL cell: statements, then the last expression's value printed when not ``None``."""
     try:
@@ -149,4 +158,11 @@ def _run_block(
         own = [f for f in frames if "tinyagents_nb/rlm/_local.py" not in f]
         buffer.write(trim_traceback("".join(own)) + "\n")
     finally:
-        done.set()
+        try:
+            if after_block is not None:
+                after_block()  # reads ``answer``, as the kernel's post-cell hook does
+        except BaseException as exc:  # a failed report is output, never a lost block
+            outcome.setdefault("error", exc)
+            buffer.write(f"[answer could not be reported: {type(exc).__name__}: {exc}]\n")
+        finally:
+            done.set()

@@ -8,7 +8,7 @@ from typing import Any
 from ._config import RLMLimits
 from ._describe import describe_context
 
-__all__ = ["RLM_SYSTEM_PROMPT", "first_message"]
+__all__ = ["RLM_SYSTEM_PROMPT", "first_message", "follow_up_message"]
 
 RLM_SYSTEM_PROMPT = """\
 You answer a task by working in a persistent Python REPL. The data you need is NOT in this \
@@ -21,12 +21,16 @@ namespace, which persists across replies; the next message shows what they print
 - Inspect the data with code: len(), slicing, str methods, re, collections.Counter, pandas.
 - `llm(prompt) -> str` asks a sub-model one question (give it the text it needs, e.g. a chunk of \
 the data: it sees nothing else). `llm_batch(prompts) -> list[str]` asks many at once, in parallel; \
-prefer it over llm in a loop. At most {max_sub} sub-queries per task.
-- An exception is shown to you as output; fix the code and go on.
-- When you have the answer, call `FINAL(answer)` in a code block, or `FINAL_VAR("name")` to answer \
-with the value of a REPL variable. Do not answer in prose before you have checked it with code.
-- You have at most {max_iterations} replies with code.
+prefer it over llm in a loop. At most {max_sub} sub-queries per task.{recursion}
+- `SHOW_VARS()` lists your variables. An exception is shown as output; fix the code and go on.
+- To answer, set `answer["content"]` (a dict already in the REPL; keep your best answer so far in \
+it), then `answer["ready"] = True`: the task ends after that block. Check the answer with code first.
+- At most {max_iterations} replies with code.
 """
+
+_RECURSION = """
+- `rlm_query(prompt, context=None) -> str` gives a sub-task that needs code to a child with its own \
+REPL, where `context` holds what you pass; `rlm_query_batched(prompts, contexts)` runs many in parallel."""
 
 
 def first_message(task: str, values: Mapping[str, Any], *, environment: str, limits: RLMLimits) -> str:
@@ -39,10 +43,21 @@ def first_message(task: str, values: Mapping[str, Any], *, environment: str, lim
     )
 
 
-def system_prompt(limits: RLMLimits) -> str:
-    """``RLM_SYSTEM_PROMPT`` with the run's limits filled in."""
+def follow_up_message(task: str, values: Mapping[str, Any]) -> str:
+    """The next task of a session: the REPL still holds what earlier tasks made, plus any new values."""
+    added = f"\n\nNew variables in the REPL:\n{describe_context(values)}" if values else ""
+    return (
+        f"Next task:\n{task.strip()}\n\n"
+        "The REPL still holds every variable from the earlier tasks (SHOW_VARS() lists them); "
+        f'`answer` is reset to {{"content": "", "ready": False}}.{added}'
+    )
+
+
+def system_prompt(limits: RLMLimits, *, depth: int = 0) -> str:
+    """``RLM_SYSTEM_PROMPT`` with the run's limits filled in (``rlm_query`` taught only where it is allowed)."""
     return RLM_SYSTEM_PROMPT.format(
         max_output=f"{limits.max_output_chars:,}",
         max_sub=f"{limits.max_sub_queries:,}",
         max_iterations=limits.max_iterations,
+        recursion=_RECURSION if depth < limits.max_depth else "",
     )

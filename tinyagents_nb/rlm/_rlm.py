@@ -8,7 +8,7 @@ limits, Stop, streaming and dashboard; its sub-queries are child runs of it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 from tinyagents_nb.harness import (
@@ -22,6 +22,7 @@ from tinyagents_nb.harness import (
     RunConfig,
     RunContext,
     RunPolicy,
+    SubAgent,
     SystemMessage,
     UserMessage,
     resolve_model,
@@ -32,7 +33,11 @@ from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRun
 from ._environment import Environment
 from ._kernel import KernelEnvironment
 from ._local import LocalEnvironment
-from ._prompt import first_message, system_prompt
+from ._partial import PartialAnswerMiddleware
+from ._prompt import first_message, follow_up_message, system_prompt
+from ._recursion import CHILD_AGENT, ClosePool, EnvironmentPool, RecursionMiddleware, child_factory
+from ._session import RLMSession
+from ._typed import AnswerType
 
 __all__ = ["RLM", "EnvironmentName"]
 
@@ -65,6 +70,14 @@ class RLM:
         middleware: Extra middleware for the root run.
         approve_code: Called before each block runs; ``False`` skips it (a hook for approvals).
         name: The run's agent name (dashboards show it).
+        child_environment: Makes the REPL of an ``rlm_query`` child (default: one like
+            ``environment``, pooled and reused; required for ``rlm_query`` with an ``Environment``
+            of your own).
+        output_type: The type the root run's answer must validate against (a pydantic model, or
+            any type pydantic validates); one failed validation is sent back to the model, a second
+            ends the run with ``StructuredOutputError``. The value is ``run.structured.value``.
+        keep_children: Keep the children's REPLs (child kernels) for the next run (``close()``
+            stops them); ``False`` stops them when each root run ends.
     """
 
     def __init__(
@@ -79,6 +92,9 @@ class RLM:
         middleware: Sequence[Middleware] = (),
         approve_code: CodeApproval | None = None,
         name: str = "rlm",
+        child_environment: Callable[[], Environment] | None = None,
+        output_type: Any = None,
+        keep_children: bool = True,
     ) -> None:
         self.model = resolve_model(model)
         self.sub_model = resolve_model(sub_model) if sub_model is not None else self.model
@@ -90,24 +106,55 @@ class RLM:
         self.approve_code = approve_code
         self.name = name
         self.sub_harness: AgentHarness[Any] = AgentHarness(model=self.sub_model, policy=self.policy, name="llm")
+        factory = child_environment if child_environment is not None else child_factory(self.environment)
+        self.children = EnvironmentPool(factory) if factory is not None else None
+        self.output_type = output_type
+        self.keep_children = keep_children
+        if output_type is not None:
+            try:
+                AnswerType(output_type)
+            except Exception as exc:
+                raise ConfigurationError(f"output_type {output_type!r} cannot be validated: {exc}") from None
 
     # ------------------------------------------------------------------ one run
-    def prepare(self, task: str, context: Mapping[str, Any] | None = None) -> tuple[AgentHarness[Any], list[Message]]:
+    def prepare(
+        self, task: str, context: Mapping[str, Any] | None = None, *, session: RLMSession | None = None
+    ) -> tuple[AgentHarness[Any], list[Message]]:
         """The harness and the opening messages of one run (checks the values first).
+
+        With a ``session``, the run works in the session's REPL (not reset) and continues its transcript.
 
         Raises:
             ConfigurationError: An empty task.
             ContextValueError: A value cannot be given to the environment (named in the message).
+            RLMError: The session is running another task.
         """
+        if session is None:
+            return self._build(task, dict(context or {}), self.environment, depth=0)
+        harness, messages = self._build(task, dict(context or {}), session.environment, depth=0, session=session)
+        session.begin()
+        return harness, messages
+
+    def _build(
+        self,
+        task: str,
+        values: dict[str, Any],
+        environment: Environment,
+        *,
+        depth: int,
+        session: RLMSession | None = None,
+    ) -> tuple[AgentHarness[Any], list[Message]]:
         if not task.strip():
             raise ConfigurationError("the RLM task is empty", hint="say what to compute over the context values")
-        values = dict(context or {})
         state = RLMRunState(
-            environment=self.environment,
-            prepared=self.environment.prepare_values(values),
+            environment=environment,
+            prepared=environment.prepare_values(values),
             limits=self.limits,
             sub_harness=self.sub_harness,
             approve=self.approve_code,
+            depth=depth,
+            spawn=self._spawn if self.children is not None else None,
+            typed=AnswerType(self.output_type) if self.output_type is not None and depth == 0 else None,
         )
         limits = self.limits
         calls = limits.max_iterations + limits.nudges + 2  # the RLM's own caps fire first
@@ -119,28 +166,64 @@ class RLM:
         harness: AgentHarness[Any] = AgentHarness(
             model=REPLDialect(self.model, state),
             tools=[REPLTool(state)],
-            middleware=[RLMMiddleware(state), *self.middleware],
+            middleware=[
+                RLMMiddleware(state),
+                RecursionMiddleware(state),
+                PartialAnswerMiddleware(state),
+                *([session.middleware()] if session is not None else []),
+                *([ClosePool(self.children)] if depth == 0 and self.children and not self.keep_children else []),
+                *self.middleware,
+            ],
             # its one tool's output is bounded by the RLM's own ``max_output_chars`` (and while it streams)
             policy=dataclasses.replace(self.policy, limits=run_limits, tool_result_limit=None),
             name=self.name,
-            pressure=None,
+            # a session's transcript grows across runs: near the window it is compacted (the REPL
+            # state never is); a run without a session keeps its protocol turns whole
+            pressure="default" if session is not None else None,
         )
-        prompt = system_prompt(limits) + (f"\n{self.instructions.strip()}\n" if self.instructions else "")
-        opening = first_message(task, values, environment=self.environment.name, limits=limits)
-        return harness, [SystemMessage(text=prompt), UserMessage(text=opening)]
+        if session is not None and session.messages:
+            return harness, [*session.messages, UserMessage(text=follow_up_message(task, values))]
+        taught = depth if state.spawn is not None else limits.max_depth  # rlm_query is taught where it works
+        extra = f"\n{self.instructions.strip()}\n" if self.instructions else ""
+        if state.typed is not None:
+            extra += f"\n{state.typed.instructions()}\n"
+        opening = first_message(task, values, environment=environment.name, limits=limits)
+        return harness, [SystemMessage(text=system_prompt(limits, depth=taught) + extra), UserMessage(text=opening)]
+
+    async def _spawn(self, ctx: RunContext[Any], prompt: str, context: Any, depth: int) -> AgentRun:
+        """One ``rlm_query`` child: a pooled REPL holding ``context``, run as a child of ``ctx``."""
+        assert self.children is not None
+        env = self.children.acquire()
+        try:
+            values = {} if context is None else {"context": context}
+            harness, messages = self._build(prompt, values, env, depth=depth)
+            agent = SubAgent(CHILD_AGENT, harness, description="A child RLM run started by rlm_query.")
+            return await agent.invoke_in_parent(ctx, messages)
+        finally:
+            self.children.release(env)
 
     async def invoke(
-        self, task: str, *, context: Mapping[str, Any] | None = None, config: RunConfig | None = None
+        self,
+        task: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        config: RunConfig | None = None,
+        session: RLMSession | None = None,
     ) -> AgentRun:
         """Run to the end as a root run; raises the run's error (``LimitExceeded``, ``RunCancelled``, ...)."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return await harness.invoke(messages, config=config)
 
     async def invoke_in_context(
-        self, ctx: RunContext[Any], task: str, *, context: Mapping[str, Any] | None = None
+        self,
+        ctx: RunContext[Any],
+        task: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        session: RLMSession | None = None,
     ) -> AgentRun:
         """Run inside an existing context (a notebook session's root, or a parent run's child)."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return await harness.invoke_in_context(ctx, messages)
 
     def invoke_streaming(
@@ -150,21 +233,29 @@ class RLM:
         context: Mapping[str, Any] | None = None,
         config: RunConfig | None = None,
         run_context: RunContext[Any] | None = None,
+        session: RLMSession | None = None,
     ) -> AgentStream:
         """A streaming run (what ``%%agent --rlm`` shows in its dashboard); iterate it or await it."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return harness.invoke_streaming(messages, config=config, context=run_context)
 
     def run_sync(
-        self, task: str, *, context: Mapping[str, Any] | None = None, config: RunConfig | None = None
+        self,
+        task: str,
+        *,
+        context: Mapping[str, Any] | None = None,
+        config: RunConfig | None = None,
+        session: RLMSession | None = None,
     ) -> AgentRun:
         """Blocking twin of ``invoke`` (works inside Jupyter's running loop too)."""
-        harness, messages = self.prepare(task, context)
+        harness, messages = self.prepare(task, context, session=session)
         return harness.run_sync(messages, config=config)
 
     def close(self) -> None:
-        """Shut the environment down (a child kernel is stopped)."""
+        """Shut the environment down (a child kernel is stopped), and the children's REPLs."""
         self.environment.close()
+        if self.children is not None:
+            self.children.close()
 
     def __repr__(self) -> str:
         return f"RLM(model={self.model.model_name!r}, environment={self.environment.name!r})"
