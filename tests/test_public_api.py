@@ -203,6 +203,15 @@ def test_a_name_that_left_the_front_is_public_in_its_namespace(name: str) -> Non
 
 
 FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
+    "durable": [
+        "DurableJournal",
+        "ResumePlan",
+        "RunStore",
+        "RunStoreCorrupt",
+        "RunStoreVersionError",
+        "StoredRun",
+        "plan_resume",
+    ],
     "memory": [
         "COMPACTED_TAG",
         "ChatHistory",

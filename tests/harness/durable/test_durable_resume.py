@@ -71,19 +71,24 @@ def test_killed_in_a_non_idempotent_tool_is_skipped_with_a_note(tmp_path: Path) 
     with RunStore(tmp_path / "runs.sqlite") as store:
         (run,) = store.runs()
         assert run.status == "interrupted"
-        assert run.model_calls == 1 and run.usage.total_tokens == 110
+        assert run.model_calls == 1
+        assert run.usage.total_tokens == 110
     result = _resume(tmp_path)
     assert result["final_text"] == "all done"
     assert _lines(tmp_path / "charge.log") == 1  # the side effect happened at most once
     assert _lines(tmp_path / "lookup.log") == 1
     notes = [m[1] for m in result["messages"] if m[0] == "ToolMessage" and m[2] == "c1"]
-    assert len(notes) == 1 and "not run again" in notes[0]
+    assert len(notes) == 1
+    assert "not run again" in notes[0]
     _every_call_answered(result)
     assert result["total_tokens"] == 3 * 110  # the killed process's call counted once, plus two new calls
     with RunStore(tmp_path / "runs.sqlite") as store:
         old, new = sorted(store.runs(), key=lambda r: r.resumed_from is not None)
-        assert old.status == "resumed" and old.resumed_by == result["run_id"]
-        assert new.status == "completed" and new.resumed_from == old.run_id and new.from_step == old.steps - 1
+        assert old.status == "resumed"
+        assert old.resumed_by == result["run_id"]
+        assert new.status == "completed"
+        assert new.resumed_from == old.run_id
+        assert new.from_step == old.steps - 1
         assert new.usage.total_tokens == 2 * 110  # the store charges each call to the run that made it
         assert not [r for r in store.runs() if r.status == "interrupted"]
 

@@ -10,19 +10,27 @@ declared ``idempotent``; otherwise the model is told it was skipped, since it ma
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from .._config import RunConfig
 from .._context import RunContext
 from .._errors import ConfigurationError
 from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, load_messages
+from .._middleware import MiddlewareStack
 from .._run import AgentRun
+from .._tool_registry import ToolRegistry
 from .._usage import Usage
 from ._journal_mw import DurableJournal
 from ._run_store import RunStore, StoredStep
 
-if TYPE_CHECKING:
-    from .._harness import AgentHarness
+
+class Resumable(Protocol):
+    """What resuming needs of an ``AgentHarness`` (a protocol, so this module does not import it)."""
+
+    tools: ToolRegistry
+    middleware: MiddlewareStack
+
+    async def invoke_in_context(self, ctx: RunContext[Any], input: list[Message]) -> AgentRun: ...
 
 __all__ = ["ResumePlan", "plan_resume", "resume_run"]
 
@@ -82,7 +90,7 @@ def plan_resume(store: RunStore, run_id: str) -> ResumePlan:
     return ResumePlan(run_id, store.steps(run_id))
 
 
-async def _settle(harness: AgentHarness[Any], ctx: RunContext[Any], plan: ResumePlan) -> list[Message]:
+async def _settle(harness: Resumable, ctx: RunContext[Any], plan: ResumePlan) -> list[Message]:
     """Answer every call the interrupted turn left open, so the transcript is valid for the provider."""
     answers: list[Message] = []
     for call in plan.pending:
@@ -108,7 +116,7 @@ async def _settle(harness: AgentHarness[Any], ctx: RunContext[Any], plan: Resume
 
 
 async def resume_run(
-    harness: AgentHarness[Any],
+    harness: Resumable,
     run_id: str,
     *,
     store: RunStore | str | os.PathLike[str],
@@ -127,7 +135,7 @@ async def resume_run(
         )
     messages = [*plan.messages, *await _settle(harness, ctx, plan)]
     for mw in harness.middleware.middleware:
-        if isinstance(mw, DurableJournal) and os.path.realpath(mw.store.path) == os.path.realpath(runs.path):
+        if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
             mw.resuming(new_id, run_id, plan.from_step)
     runs.mark_resumed(run_id, new_id)
     return await harness.invoke_in_context(ctx, messages)

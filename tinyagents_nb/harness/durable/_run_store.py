@@ -169,6 +169,14 @@ class RunStore:
     def path(self) -> str:
         return self._path
 
+    def same_file(self, other: RunStore) -> bool:
+        """Whether both stores are the same database file (``:memory:`` stores are only themselves)."""
+        if other is self:
+            return True
+        if ":memory:" in (self._path, other._path):
+            return False
+        return os.path.realpath(self._path) == os.path.realpath(other._path)
+
     # ------------------------------------------------------------------ writing
     def _execute(self, sql: str, params: tuple[Any, ...]) -> None:
         with self._lock:
