@@ -26,6 +26,7 @@ from tinyagents_nb.harness.providers import known_providers
 from ._approval_commands import APPROVAL_COMMANDS
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
+from ._durable import find_interrupted, resume_interrupted
 from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._offline import OFFLINE_MODEL
@@ -154,9 +155,26 @@ def _pause(host: CommandHost, session: NotebookSession, args: list[str]) -> None
 
 
 def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
-    run = _active(session, _at_most_one("resume", args, "run"), "resume")
-    run.resume()
-    print(f"resuming {run.label}")
+    """A paused run of this kernel continues; otherwise an interrupted run resumes from its journal."""
+    ref = _at_most_one("resume", args, "run")
+    stored = None if session.active_runs() and ref is None else find_interrupted(session.run_store, ref)
+    if stored is None:
+        run = _active(session, ref, "resume")
+        run.resume()
+        print(f"resuming {run.label}")
+        return
+    print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
+    done = resume_interrupted(
+        stored,
+        store=session.run_store,
+        model=session.resolve_model(stored.model),
+        tools=list(session.tools),
+        loop=session.loop,
+        max_model_calls=session.max_model_calls,
+        system_prompt=session.system_prompt,
+    )
+    print(done.final_text)
+    print(f"[{done.status} · resumed as {done.run_id} · {done.usage.total_tokens:,} tokens in all]")
 
 
 def _steer(host: CommandHost, session: NotebookSession, args: list[str]) -> None:

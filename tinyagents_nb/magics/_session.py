@@ -38,6 +38,7 @@ from tinyagents_nb.harness import (
     resolve_model,
     tool,
 )
+from tinyagents_nb.harness.durable import DurableJournal, RunStore
 from tinyagents_nb.harness.memory import MemoryMiddleware, SessionState, ShortTermMemory, StoreChatHistory
 from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal, events_to_dataframe
@@ -47,6 +48,7 @@ from tinyagents_nb.harness.stores import StoreRegistry
 
 from . import _display
 from ._budget import notebook_budgets, unattended_decision
+from ._durable import interrupted_rows
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
@@ -112,6 +114,8 @@ class NotebookSession:
         self.store_path = path
         self.store = SQLiteStore(path)
         self.journal = SQLiteEventJournal(path)
+        self.run_store = RunStore(path)
+        """Each run's completed steps, so a run a restart interrupted can be resumed (``_durable``)."""
         self.history = StoreChatHistory(self.store)
         self.state = SessionState(self.store)
         self._memory = MemoryMiddleware(ShortTermMemory(self.history))
@@ -277,7 +281,7 @@ class NotebookSession:
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=[*selected, *servers],
-            middleware=[self._memory],
+            middleware=[self._memory, DurableJournal(self.run_store, agent=name, model=self.model_name(model))],
             policy=RunPolicy(limits=limits, unattended_approval=unattended),
             system_prompt=system or self.system_prompt,
             name=name,
@@ -372,7 +376,13 @@ class NotebookSession:
     # ------------------------------------------------------------------ reports
     def runs_frame(self) -> pd.DataFrame:
         """A pandas DataFrame with one row per run."""
-        return _display.runs_frame(self._runs, self.context.usage, self.context.costs)
+        frame = _display.runs_frame(self._runs, self.context.usage, self.context.costs)
+        rows = interrupted_rows(self.run_store, {r.run_id for r in self._runs})
+        if not rows:
+            return frame
+        import pandas as pd
+
+        return pd.concat([pd.DataFrame(rows, columns=frame.columns), frame], ignore_index=True)
 
     def cost_frame(self) -> pd.DataFrame:
         """A pandas DataFrame of cost and tokens by run, agent (main or sub-agent) and model."""
@@ -441,6 +451,7 @@ class NotebookSession:
             detach()
         self._detach = []
         self.journal.close()
+        self.run_store.close()
         self.store.close()
 
     def __repr__(self) -> str:

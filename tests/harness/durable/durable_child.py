@@ -2,7 +2,7 @@
 
 MODE ``run`` starts a run that hangs inside the tool named by ``$HANG_IN`` (after its side effect),
 so the test can SIGKILL it there; MODE ``resume`` resumes the interrupted run and prints its outcome
-as JSON. The model is a pure function of the transcript, so either process may serve any turn.
+as JSON.
 """
 
 from __future__ import annotations
@@ -10,71 +10,26 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
-from tinyagents_nb.harness import (
-    AgentHarness,
-    AssistantMessage,
-    ModelRequest,
-    ModelResponse,
-    RunLimits,
-    RunPolicy,
-    ToolCall,
-    ToolMessage,
-    Usage,
-    tool,
-)
+os.environ["DURABLE_FOLDER"] = sys.argv[1]
+
+from durable_script import HANG_IN, answer, charge, lookup
+
+from tinyagents_nb.harness import AgentHarness, AssistantMessage, RunLimits, RunPolicy
 from tinyagents_nb.harness.durable import DurableJournal, RunStore
 from tinyagents_nb.harness.testkit import FunctionModel
 
 folder = Path(sys.argv[1])
 mode = sys.argv[2]
-hang_in = os.environ.get("HANG_IN", "") if mode == "run" else ""
-
-
-def _effect(name: str) -> None:
-    with open(folder / f"{name}.log", "a") as f:
-        f.write("x\n")
-        f.flush()
-        os.fsync(f.fileno())
-    if hang_in == name:
-        (folder / "in_tool").write_text(name)
-        time.sleep(60)
-
-
-@tool
-def charge(amount: int) -> str:
-    """Charge the card (not safe to repeat)."""
-    _effect("charge")
-    return f"charged {amount}"
-
-
-@tool(idempotent=True)
-def lookup(key: str) -> str:
-    """Read a value (safe to repeat)."""
-    _effect("lookup")
-    return f"{key}=42"
-
-
-def answer(request: ModelRequest) -> ModelResponse:
-    done = {m.name for m in request.messages if isinstance(m, ToolMessage)}
-    usage = Usage(input_tokens=100, output_tokens=10)
-    if "charge" not in done:
-        call = ToolCall(id="c1", name="charge", arguments={"amount": 5})
-    elif "lookup" not in done:
-        call = ToolCall(id="c2", name="lookup", arguments={"key": "k"})
-    else:
-        return ModelResponse(message=AssistantMessage(text="all done"), usage=usage, model="function")
-    return ModelResponse(message=AssistantMessage(tool_calls=[call]), usage=usage, model="function")
-
+HANG_IN["name"] = os.environ.get("HANG_IN", "") if mode == "run" else ""
 
 limit = int(os.environ.get("MAX_TOKENS", "0")) or None
 store = RunStore(folder / "runs.sqlite")
 harness: AgentHarness[None] = AgentHarness(
     model=FunctionModel(answer),
     tools=[charge, lookup],
-    middleware=[DurableJournal(store)],
+    middleware=[DurableJournal(store, model="function")],
     policy=RunPolicy(limits=RunLimits(max_total_tokens=limit)),
 )
 if mode == "run":

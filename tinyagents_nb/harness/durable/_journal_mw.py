@@ -37,12 +37,16 @@ class DurableJournal(Middleware):
 
     Args:
         store: A ``RunStore`` or the path of its SQLite file.
-        agent: The agent's label in ``%agent runs`` (defaults to the model name).
+        agent: The agent's label in ``%agent runs``.
+        model: The model name to resume with (a notebook resolves it again after a restart).
     """
 
-    def __init__(self, store: RunStore | str | os.PathLike[str], *, agent: str | None = None) -> None:
+    def __init__(
+        self, store: RunStore | str | os.PathLike[str], *, agent: str | None = None, model: str | None = None
+    ) -> None:
         self.store = store if isinstance(store, RunStore) else RunStore(store)
         self.agent = agent
+        self.model = model
         self._resuming: dict[str, tuple[str, int]] = {}
 
     def resuming(self, run_id: str, original: str, from_step: int) -> None:
@@ -56,7 +60,7 @@ class DurableJournal(Middleware):
         self.store.start_run(
             ctx.run_id,
             agent=self.agent,
-            model=None,
+            model=self.model,
             prompt=_prompt(messages),
             resumed_from=original,
             from_step=from_step,

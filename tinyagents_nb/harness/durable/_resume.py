@@ -32,6 +32,7 @@ class Resumable(Protocol):
 
     async def invoke_in_context(self, ctx: RunContext[Any], input: list[Message]) -> AgentRun: ...
 
+
 __all__ = ["ResumePlan", "plan_resume", "resume_run"]
 
 SKIPPED_NOTE = (
