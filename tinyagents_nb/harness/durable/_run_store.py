@@ -29,8 +29,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from .._cost import CostTracker
-from .._errors import StoreError
+from .._errors import ConfigurationError, StoreError
 from .._usage import Usage
+from ..stores import open_sqlite
 
 __all__ = ["RunStore", "RunStoreCorrupt", "RunStoreVersionError", "StoredRun", "StoredStep"]
 
@@ -86,6 +87,10 @@ class StoredRun:
     resumed_by: str | None
 
 
+def _is_busy(exc: BaseException) -> bool:
+    return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
+
+
 def _owner_alive(owner: str) -> bool:
     """Whether the process that owns a running run is still there (this process, or a live pid here)."""
     if owner == _PROCESS:
@@ -117,29 +122,23 @@ class RunStore:
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self._path = os.fspath(path)
         self._lock = threading.RLock()
-        self._check_file()
+        self._check_file()  # before anything could write to it
         try:
-            if self._path != ":memory:":
-                Path(self._path).parent.mkdir(parents=True, exist_ok=True)
-            self._conn = sqlite3.connect(self._path, timeout=5.0, check_same_thread=False, isolation_level=None)
-        except (OSError, sqlite3.Error) as exc:
-            raise StoreError(f"run store {self._path!r} cannot be opened: {exc}") from exc
-        try:
-            self._check_version()
-            self._conn.execute("PRAGMA busy_timeout = 5000")
-            if self._path != ":memory:":
-                self._conn.execute("PRAGMA journal_mode = WAL")
-            for statement in _SCHEMA:
-                self._conn.execute(statement)
-            self._conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
-        except sqlite3.DatabaseError as exc:
-            self._conn.close()
-            raise RunStoreCorrupt(f"run store {self._path!r} is damaged: {exc}") from exc
-        except BaseException:
-            self._conn.close()
-            raise
+            _, self._conn = open_sqlite(
+                self._path,
+                owner="RunStore",
+                what="run store",
+                busy_timeout_s=5.0,
+                synchronous=None,
+                schema=(*_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}"),
+            )
+        except ConfigurationError as exc:
+            if isinstance(exc.__cause__, sqlite3.DatabaseError) and not _is_busy(exc.__cause__):
+                raise RunStoreCorrupt(f"run store {self._path!r} is damaged: {exc.__cause__}") from exc
+            raise StoreError(str(exc)) from exc
 
     def _check_file(self) -> None:
+        """Refuse a file that is not SQLite, or is a newer store, reading it only (never writing)."""
         if self._path == ":memory:" or not os.path.exists(self._path):
             return
         try:
@@ -147,23 +146,31 @@ class RunStore:
                 head = f.read(len(_HEADER))
         except OSError as exc:
             raise StoreError(f"run store {self._path!r} cannot be read: {exc}") from exc
-        if head and head != _HEADER:
+        if not head:
+            return
+        if head != _HEADER:
             raise RunStoreCorrupt(
                 f"run store {self._path!r} is not a SQLite database; it was left untouched",
                 hint="move the file aside (or point store_path elsewhere) to start a new store",
             )
-
-    def _check_version(self) -> None:
-        version = int(self._conn.execute("PRAGMA user_version").fetchone()[0])
+        try:
+            conn = sqlite3.connect(f"{Path(self._path).resolve().as_uri()}?mode=ro", uri=True, timeout=5.0)
+            try:
+                version = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                if version:  # ours: the tables must be readable
+                    conn.execute("SELECT COUNT(*) FROM tinyagents_runs").fetchone()
+            finally:
+                conn.close()
+        except sqlite3.DatabaseError as exc:
+            if _is_busy(exc):
+                return  # another process is creating it; open_sqlite waits for it
+            raise RunStoreCorrupt(f"run store {self._path!r} is damaged: {exc}; it was left untouched") from exc
         if version > SCHEMA_VERSION:
-            self._conn.close()
             raise RunStoreVersionError(
                 f"run store {self._path!r} has schema version {version}, newer than this version's "
                 f"{SCHEMA_VERSION}; it was left untouched",
                 hint="upgrade tinyagents-nb, or use another store_path",
             )
-        if version:  # ours: the tables must be readable
-            self._conn.execute("SELECT COUNT(*) FROM tinyagents_runs").fetchone()
 
     @property
     def path(self) -> str:
