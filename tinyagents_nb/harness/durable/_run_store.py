@@ -129,7 +129,7 @@ class RunStore:
                 owner="RunStore",
                 what="run store",
                 busy_timeout_s=5.0,
-                synchronous=None,
+                synchronous="normal",  # survives a killed process (the guarantee); "full" adds an fsync per step
                 schema=(*_SCHEMA, f"PRAGMA user_version = {SCHEMA_VERSION}"),
             )
         except ConfigurationError as exc:
