@@ -17,7 +17,7 @@ from benchmarks._common import describe_machine, package_version
 
 BENCHMARKS = (
     "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "notebook", "browser", "otel",
-    "budget",
+    "budget", "durable",
 )  # fmt: skip
 
 

@@ -25,6 +25,7 @@ SECTIONS = (
     "=== 8. RLM: long contexts and sub-query fan-out ===",
     "=== 10. OpenTelemetry tracing: model -> tool -> model, per run, on vs off ===",
     "=== 11. Budgets: reservation overhead and llm_batch under a cap ===",
+    "=== durable runs: journal overhead per turn, resume time ===",
     "=== browser: Stop click → cancelled record, first token → visible (JupyterLab, headless Chromium) ===",
 )
 
