@@ -26,6 +26,7 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     store = tmp_path / "runs.sqlite"
     run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store)!r}")
     run_ok(shell, "%agent reset")
+    assert "1 interrupted run in" in capsys.readouterr().out  # said once, where the store is opened
     session = get_session()
     session.register_model("function", FunctionModel(answer))
     session.register_tool(charge)
@@ -44,3 +45,17 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     assert (tmp_path / "charge.log").read_text().count("x") == 1
     runs = run_ok(shell, "%agent runs").result
     assert not (runs["status"] == "interrupted").any()
+
+
+def test_loading_the_extension_says_there_are_interrupted_runs(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kill._kill_in(tmp_path, "lookup")
+    run_ok(shell, "%unload_ext tinyagents_nb")
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(tmp_path / 'runs.sqlite')!r}")
+    capsys.readouterr()
+    run_ok(shell, "%load_ext tinyagents_nb")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert "1 interrupted run in" in out
+    assert "%agent resume" in out

@@ -26,7 +26,7 @@ from tinyagents_nb.harness.providers import known_providers
 from ._approval_commands import APPROVAL_COMMANDS
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
-from ._durable import find_interrupted, resume_interrupted
+from ._durable import find_interrupted, interrupted_note, resume_interrupted
 from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._offline import OFFLINE_MODEL
@@ -291,6 +291,9 @@ def _reset(host: CommandHost, session: NotebookSession, args: list[str]) -> None
     session.reset(store_path=host.store_path or ":memory:")
     note = f"; stopped {stopped} active run(s)" if stopped else ""
     print(f"session reset: new thread {session.thread_id}{note}")
+    interrupted = interrupted_note(session.run_store)
+    if interrupted:
+        print(interrupted)
 
 
 COMMANDS: Mapping[str, Command] = {

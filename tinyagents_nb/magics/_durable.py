@@ -16,7 +16,7 @@ from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun
 
 from ._loop import SessionLoop
 
-__all__ = ["find_interrupted", "interrupted_rows", "resume_interrupted"]
+__all__ = ["find_interrupted", "interrupted_note", "interrupted_rows", "resume_interrupted"]
 
 
 def _usd(value: Any) -> float | None:
@@ -47,6 +47,18 @@ def interrupted_rows(store: RunStore, known: set[str]) -> list[dict[str, Any]]:
             }
         )
     return rows
+
+
+def interrupted_note(store: RunStore) -> str | None:
+    """One line for the cell that opens the store: how many runs a dead kernel left, and how to resume them."""
+    runs = [r for r in store.runs() if r.status == "interrupted"]
+    if not runs:
+        return None
+    newest = runs[0].run_id
+    many = f"{len(runs)} interrupted runs" if len(runs) > 1 else "1 interrupted run"
+    return (
+        f"tinyagents: {many} in {store.path} (%agent runs lists them; %agent resume {newest[-8:]} continues the newest)"
+    )
 
 
 def find_interrupted(store: RunStore, ref: str | None) -> StoredRun | None:

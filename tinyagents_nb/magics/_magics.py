@@ -39,6 +39,7 @@ from tinyagents_nb.widgets import RunDashboard
 
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
+from ._durable import interrupted_note
 from ._handle import NotebookRun, RunMode
 from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless
 from ._interpolate import InterpolationError, interpolate
@@ -145,6 +146,9 @@ class AgentMagics(magic.Magics):
         elif self.store_path and session.store_path != self.store_path:
             session.reopen(self.store_path)  # made by get_session() before the extension was loaded
         _replace_session(session)
+        note = interrupted_note(session.run_store)
+        if note:
+            print(note)
         self._apply(session, only_set=True)
         if self.otel_endpoint:
             session.tracing.start(self.otel_endpoint)
