@@ -10,10 +10,12 @@ declared ``idempotent``; otherwise the model is told it was skipped, since it ma
 from __future__ import annotations
 
 import os
+import warnings
 from typing import Any, Protocol
 
 from .._config import RunConfig
 from .._context import RunContext
+from .._cost import CostUnknownWarning
 from .._errors import ConfigurationError
 from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, load_messages
 from .._middleware import MiddlewareStack
@@ -129,11 +131,19 @@ async def resume_run(
     plan = plan_resume(runs, run_id)
     ctx: RunContext[Any] = RunContext(config=config if config is not None else RunConfig(), data=data)
     new_id = str(ctx.run_id)
-    for usage, model, provider in plan.spent:  # charged once, to the run that carries the job on
-        ctx.usage.record(run_id=new_id, parent_run_id=None, root_run_id=new_id, depth=0, usage=usage, model=model)
-        ctx.costs.record(
-            run_id=new_id, parent_run_id=None, root_run_id=new_id, depth=0, usage=usage, model=model, provider=provider
-        )
+    with warnings.catch_warnings():  # an unknown price was reported when the call was made
+        warnings.simplefilter("ignore", CostUnknownWarning)
+        for usage, model, provider in plan.spent:  # charged once, to the run that carries the job on
+            ctx.usage.record(run_id=new_id, parent_run_id=None, root_run_id=new_id, depth=0, usage=usage, model=model)
+            ctx.costs.record(
+                run_id=new_id,
+                parent_run_id=None,
+                root_run_id=new_id,
+                depth=0,
+                usage=usage,
+                model=model,
+                provider=provider,
+            )
     messages = [*plan.messages, *await _settle(harness, ctx, plan)]
     for mw in harness.middleware.middleware:
         if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
