@@ -16,8 +16,8 @@ import time
 from benchmarks._common import describe_machine, package_version
 
 BENCHMARKS = (
-    "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "notebook", "browser", "otel",
-    "budget", "durable",
+    "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "sanitise", "map", "notebook",
+    "browser", "otel", "budget", "nbaccess", "durable",
 )  # fmt: skip
 
 

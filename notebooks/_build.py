@@ -56,7 +56,7 @@ def _cell(index: int, cell: Cell) -> Any:
     cell_id = f"cell-{index:02d}"
     if cell.kind == "markdown":
         return nbformat.v4.new_markdown_cell(cell.source, id=cell_id)
-    tags = [CHECK_TAG] * cell.check + [IGNORE_TAG] * cell.ignore
+    tags = [CHECK_TAG] * cell.check + [IGNORE_TAG] * cell.ignore + ["raises-exception"] * cell.raises
     return nbformat.v4.new_code_cell(cell.source, id=cell_id, metadata={"tags": tags} if tags else {})
 
 

@@ -25,6 +25,8 @@ SECTIONS = (
     "=== 8. RLM: long contexts and sub-query fan-out ===",
     "=== 10. OpenTelemetry tracing: model -> tool -> model, per run, on vs off ===",
     "=== 11. Budgets: reservation overhead and llm_batch under a cap ===",
+    "=== 12. Agents over data: agent_map rows per second ===",
+    "=== 13. Notebook access: variables, a 10-million-row frame, run_code round trips ===",
     "=== durable runs: journal overhead per turn, resume time ===",
     "=== browser: Stop click → cancelled record, first token → visible (JupyterLab, headless Chromium) ===",
 )
@@ -57,6 +59,8 @@ def test_quick_run_of_every_benchmark_prints_each_section() -> None:
     assert "llm_batch of 100 prompts at concurrency 32" in out
     assert "reservation overhead:" in out
     assert "cap stops it part-way" in out
+    assert "notebook_variables() over 10,000 variables" in out
+    assert "run_code('1+1') round trip" in out
     assert "all benchmarks done" in out
 
 

@@ -31,6 +31,7 @@ EXPECTED = [
     "06_observability",
     "07_mcp",
     "08_rlm",
+    "09_notebook_access",
 ]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 CHECK, IGNORE = "nbval-check-output", "nbval-ignore-output"
@@ -75,6 +76,11 @@ def test_every_code_cell_ran_without_an_error(path: Path) -> None:
     nb = _load(path)
     for index, cell in enumerate(_code_cells(nb)):
         assert cell["execution_count"] is not None, f"{path.name}: code cell {index} was not executed"
+        if "raises-exception" in _tags(cell):  # a mistake the notebook shows on purpose (09: %agent fix)
+            assert any(o["output_type"] == "error" for o in cell["outputs"]), (
+                f"{path.name}: cell {index} raised nothing"
+            )
+            continue
         for output in cell["outputs"]:
             assert output["output_type"] != "error", f"{path.name}: cell {index}: {output.get('ename')}"
             text = _output_text(output)

@@ -203,6 +203,23 @@ def test_a_name_that_left_the_front_is_public_in_its_namespace(name: str) -> Non
 
 
 FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
+    "batch": [
+        "BatchJobRecord",
+        "Executor",
+        "JobStatus",
+        "MapCheckpoint",
+        "MapProgress",
+        "MapSnapshot",
+        "MapState",
+        "Prompt",
+        "RateLimits",
+        "RowStatus",
+        "agent_map",
+        "agent_map_async",
+        "batch_job_status",
+        "batch_jobs",
+        "cancel_batch_job",
+    ],
     "durable": [
         "DurableJournal",
         "ResumePlan",
@@ -289,6 +306,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
         "event_detail",
         "event_from_dict",
         "events_to_dataframe",
+        "looks_like_credential",
         "secrets_from_env",
     ],
     "providers": [
@@ -373,6 +391,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "ModelDelta",
         "ModelDiscarded",
         "ModelFailed",
+        "ModelRetracted",
         "ModelSelected",
         "ModelStarted",
         "RateLimitWaited",
@@ -634,6 +653,43 @@ def test_importing_rlm_loads_no_jupyter_module() -> None:
         " or m.startswith(('tinyagents_nb.magics', 'tinyagents_nb.widgets')))\n"
         "print(bad)\n"
     )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+NOTEBOOK_NAMES = [  # issue 25: the notebook-access family's curated namespace, exactly
+    "ACCESS_MODES",
+    "AccessMode",
+    "CellEntry",
+    "CellLog",
+    "GUIDANCE",
+    "MASK",
+    "MainThreadRunner",
+    "Masker",
+    "NotebookAccess",
+    "Proposal",
+    "READ_TOOLS",
+    "WRITE_TOOLS",
+    "access_line",
+    "describe_call",
+    "describe_variable",
+    "list_variables",
+    "notebook_tools",
+    "quoted",
+    "trim_traceback",
+]
+
+
+def test_notebook_namespace_is_exact() -> None:
+    import tinyagents_nb.notebook as notebook
+
+    assert notebook.__all__ == sorted(notebook.__all__) == public_names(notebook) == NOTEBOOK_NAMES
+    assert notebook.READ_TOOLS == ("notebook_variables", "inspect_variable", "notebook_cells", "last_error")
+    assert notebook.WRITE_TOOLS == ("run_code", "propose_cell")
+
+
+def test_importing_the_harness_never_loads_notebook_access() -> None:
+    code = "import sys, tinyagents_nb.harness\nprint(sorted(m for m in sys.modules if 'tinyagents_nb.notebook' in m))\n"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
 

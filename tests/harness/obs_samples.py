@@ -27,6 +27,7 @@ def sample_events() -> list[E.AgentEvent]:
         E.ModelDelta(call_id="c1", delta=TextDelta(text="hi"), **lineage(5)),
         E.ModelDelta(call_id="c1", delta=ThinkingDelta(text="hmm"), attempt=2, **lineage(6)),
         E.ModelDiscarded(call_id="c1", attempt=1, reason="retry", **lineage(6)),
+        E.ModelRetracted(call_id="c1", reason="pii ✓", guardrail="no-pii", **lineage(6)),
         E.ModelDelta(call_id="c1", delta=ToolCallDelta(index=1, id="tc", name="add", arguments='{"a":'), **lineage(7)),
         E.ModelCompleted(
             call_id="c1", model="m", usage=USAGE, finish_reason="stop", duration_s=0.75, cached=True, **lineage(8)

@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -28,6 +28,7 @@ from tinyagents_nb.harness.models import ModelStreamItem
 __all__ = [
     "RecordedRequest",
     "ReplayServer",
+    "Responder",
     "chat_completion",
     "chunk",
     "embeddings_body",
@@ -43,6 +44,9 @@ Chunk = Mapping[str, Any] | str | bytes
 """One SSE item: a dict is sent as ``data: <json>\\n\\n``; str/bytes are written verbatim."""
 
 DEFAULT_MODEL = "gpt-4o-mini-2024-07-18"
+
+Responder = Callable[[Any], tuple[Any, ...]]
+"""Computes a response from a request's parsed JSON body: ``(status, body[, headers])``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,6 +87,12 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # silence stderr
         pass
 
+    def setup(self) -> None:
+        super().setup()
+        # headers and body go out in separate writes: without this, Nagle holds the body back
+        # until the client's delayed ACK (~40 ms per keep-alive request)
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def do_GET(self) -> None:
         self._serve()
 
@@ -106,7 +116,7 @@ class _Handler(BaseHTTPRequestHandler):
                 body=body,
             )
         )
-        script = owner._next_script()
+        script = owner._next_script(body)
         if script.delay_s:
             time.sleep(script.delay_s)
         if script.chunks is None:
@@ -188,6 +198,7 @@ class ReplayServer:
         self._scripts: deque[_Script] = deque()
         self._requests: list[RecordedRequest] = []
         self.errors: list[BaseException] = []  # unexpected handler failures (a bug in a script or here)
+        self.responder: Responder | None = None
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, name="replay-server", daemon=True
         )
@@ -266,10 +277,21 @@ class ReplayServer:
         with self._lock:
             self._requests.append(request)
 
-    def _next_script(self) -> _Script:
+    def respond_with(self, responder: Responder | None) -> None:
+        """Answer every request the script queue does not with ``responder(body)``: ``(status, body)`` or
+        ``(status, body, headers)``. It runs on the server's handler threads (one per connection)."""
+        self.responder = responder
+
+    def _next_script(self, body: Any = None) -> _Script:
         with self._lock:
             if self._scripts:
                 return self._scripts.popleft()
+        if self.responder is not None:
+            answer = self.responder(body)
+            status, payload = answer[0], answer[1]
+            headers = dict(answer[2]) if len(answer) > 2 else {}
+            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+            return _Script(status=status, body=data, headers=headers)
         message = "replay server: no scripted response left for this request"
         return _Script(status=500, body=json.dumps(error_body(message, type="replay_error")).encode())
 

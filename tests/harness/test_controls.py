@@ -139,3 +139,20 @@ async def test_a_stale_request_does_not_end_the_next_run() -> None:
     harness = AgentHarness(model=ScriptedModel(["fresh"]))
     run = await harness.invoke_in_context(ctx, "go")
     assert run.final_text == "fresh"
+
+
+class Gatekeeper(Middleware):
+    async def before_tool(self, ctx, call: ToolCall) -> ToolCall:  # type: ignore[no-untyped-def]
+        raise StopWithFinal("refused to run anything")
+
+
+async def test_stop_from_before_tool_does_not_run_that_tool_yet_answers_it() -> None:
+    fake = FakeTool("lookup")
+    model = ScriptedModel([ScriptedModel.tool_call("lookup", {"city": "X"}, id="t1"), "never"])
+    run = await AgentHarness(model=model, tools=[fake], middleware=[Gatekeeper()]).invoke("go")
+    assert run.final_text == "refused to run anything"
+    assert fake.calls == []  # the hook stopped it: the tool never ran
+    (answer,) = [m for m in run.messages if isinstance(m, ToolMessage)]
+    assert answer.tool_call_id == "t1"  # the call is still answered: the transcript stays valid
+    assert "not run" in answer.text
+    assert model.calls == 1

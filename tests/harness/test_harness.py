@@ -595,3 +595,29 @@ async def test_an_unstarted_stream_buffers_nothing_on_a_shared_sink() -> None:
     assert len(session.events._listeners) == 0
     # iterating late catches up from the retained history
     assert [e.kind async for e in started_only][-1] == "run.completed"
+
+
+async def test_the_tool_call_cap_mid_turn_runs_the_allowed_calls_and_answers_the_rest() -> None:
+    ran: list[int] = []
+
+    @tool
+    def bump(n: int) -> str:
+        """Count."""
+        ran.append(n)
+        return f"bumped {n}"
+
+    model = ScriptedModel(
+        [ScriptedModel.tool_calls([ToolCall(id=f"b{n}", name="bump", arguments={"n": n}) for n in range(3)])]
+    )
+    harness = AgentHarness(model=model, tools=[bump], policy=RunPolicy(limits=RunLimits(max_tool_calls=2)))
+    stream = harness.invoke_streaming("x")
+    rec = recorded(stream.context)
+    run = await stream.wait()
+    assert isinstance(run.error, LimitExceeded)
+    assert run.error.limit == "tool_calls"
+    assert ran == [0, 1]  # the calls within the cap ran
+    answered = [m for m in run.messages if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in answered] == ["b0", "b1", "b2"]  # every call answered, in call order
+    assert answered[2].is_error
+    assert "not run" in answered[2].text
+    assert [e.kind for e in rec.events].count("tool.completed") == 2

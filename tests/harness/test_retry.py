@@ -675,3 +675,33 @@ async def test_a_queued_acquire_gives_up_at_its_timeout() -> None:
             await limiter.acquire(timeout_s=0.2, cancellation=CancellationToken())
         assert time.monotonic() - started < 0.9
     assert limiter.available < 1  # the queued waiter got its token; the one that gave up took none
+
+
+def test_one_rate_limiter_serves_two_event_loops_at_once() -> None:
+    """Two run_sync calls on two threads share one limiter: both finish, and the rate holds across them."""
+    import threading
+
+    from tinyagents_nb.harness import AgentHarness, AgentRun, RunPolicy
+    from tinyagents_nb.harness.testkit import ScriptedModel
+
+    limiter = RateLimiter(rate_per_s=40, burst=1)
+    results: dict[int, AgentRun] = {}
+
+    def run(i: int) -> None:
+        harness = AgentHarness(
+            model=ScriptedModel([ScriptedModel.tool_call("nothing", {})] * 3 + ["done"]),
+            policy=RunPolicy(rate_limiter=limiter),
+        )
+        results[i] = harness.run_sync("go")
+
+    for _trial in range(5):
+        results.clear()
+        started = time.monotonic()
+        threads = [threading.Thread(target=run, args=(i,), daemon=True) for i in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=20)
+        assert not any(thread.is_alive() for thread in threads), "a run hung on the shared limiter"
+        assert [results[i].final_text for i in range(2)] == ["done", "done"]
+        assert time.monotonic() - started >= 7 / 40 - 0.02  # 8 calls through one bucket of 1 at 40/s

@@ -182,3 +182,60 @@ async def test_recording_the_resolved_model_keeps_every_other_response_field() -
     bare = seen[-1]
     assert (bare.model, bare.provider) == ("small", "test")
     assert bare.resolved == ResolvedModel(provider="test", model="small", source="fallback")
+
+
+async def test_a_capability_routed_model_gets_a_request_refitted_to_its_window_and_is_announced() -> None:
+    history: list[Message] = []
+    for i in range(40):
+        history += [UserMessage(text=f"question {i} " * 60), AssistantMessage(text=f"answer {i} " * 60)]
+    history.append(UserMessage(text="what is in the picture?"))
+    wide = ModelProfile(name="wide", provider="scripted", context_window=200_000, supports_vision=False)
+    narrow = ModelProfile(
+        name="eyes", provider="scripted", context_window=3_000, max_output_tokens=300, supports_vision=True
+    )
+    primary = ScriptedModel(["never"], model_name="wide", profile=wide)
+    eyes = ScriptedModel(["a cat"], model_name="eyes", profile=narrow)
+    harness = AgentHarness(
+        model=primary, policy=RunPolicy(fallback=FallbackPolicy([eyes])), middleware=[Require(vision=True)]
+    )
+    run, events = await harness.invoke_with_events(history)
+    assert run.final_text == "a cat"
+    estimator = TokenEstimator.for_model("eyes")
+    assert estimator.estimate(history) > 12_000  # the harness's window took it all
+    sent = eyes.requests[0].messages
+    assert estimator.estimate(sent) <= 3_000 - 300  # the routed model's own window
+    assert sent[-1] == UserMessage(text="what is in the picture?")
+    (selected,) = [e for e in events if e.kind == "model.selected"]
+    assert (selected.model, selected.reason) == ("eyes", "capabilities")  # type: ignore[attr-defined]
+
+
+class PickModel(Middleware):
+    def __init__(self, name: str) -> None:
+        self.wanted = name
+
+    async def before_model(self, ctx: RunContext[Any], request: ModelRequest) -> ModelRequest:
+        import dataclasses
+
+        return dataclasses.replace(request, model=self.wanted)
+
+
+async def test_request_model_set_by_middleware_is_honoured_or_raises() -> None:
+    primary = ScriptedModel(["from primary"], model_name="small", profile=TEXT_ONLY)
+    other = ScriptedModel(["from big"], model_name="big", profile=SEEING)
+    policy = RunPolicy(fallback=FallbackPolicy([other]))
+    run, events = await AgentHarness(model=primary, policy=policy, middleware=[PickModel("big")]).invoke_with_events(
+        "q"
+    )
+    assert run.final_text == "from big"
+    assert primary.requests == []
+    (selected,) = [e for e in events if e.kind == "model.selected"]
+    assert (selected.model, selected.reason) == ("big", "request")  # type: ignore[attr-defined]
+
+    lonely = ScriptedModel(["never"], model_name="small", profile=TEXT_ONLY)
+    with pytest.raises(ModelNotFound, match="no-such-model"):
+        await AgentHarness(model=lonely, middleware=[PickModel("no-such-model")]).invoke("q")
+    assert lonely.requests == []  # never silently sent to the configured model instead
+
+    same = ScriptedModel(["fine"], model_name="small", profile=TEXT_ONLY)
+    run = await AgentHarness(model=same, middleware=[PickModel("test:small")]).invoke("q")  # its own name
+    assert run.final_text == "fine"

@@ -15,7 +15,7 @@ from tinyagents_nb.harness import (
     tool,
 )
 from tinyagents_nb.harness.middleware import HookCounter, HookCounts
-from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 pytestmark = pytest.mark.anyio
 
@@ -112,3 +112,34 @@ async def test_hook_counts_are_per_run() -> None:
     assert counter.counts("nobody").total == 0
     with pytest.raises(ConfigurationError, match="before_lunch"):
         HookCounts({"before_lunch": 1})
+
+
+kept: list[ToolReporter] = []
+
+
+@tool
+async def leaky(report: ToolReporter) -> str:
+    """Keeps its reporter after it returns (a background job, a cached object)."""
+    report("working")
+    kept.append(report)
+    return "started"
+
+
+async def test_a_reporter_kept_after_its_tool_returns_emits_nothing() -> None:
+    kept.clear()
+    model = ScriptedModel([ScriptedModel.tool_call("leaky", {}, id="k"), "done"])
+    watcher = Watcher()
+    harness = AgentHarness(model=model, tools=[leaky], middleware=[watcher])
+    ctx: RunContext[None] = RunContext()
+    rec = EventRecorder(ctx.events)  # stays attached after the run
+    run = await harness.invoke_in_context(ctx, "go")
+    assert run.ok
+    (reporter,) = kept
+    reporter("after the tool ended")  # after tool.completed, even after run.completed
+    reporter.send(ToolDelta(message="again"))
+    kinds = rec.kinds()
+    assert kinds[-1] == "run.completed"
+    assert kinds.count("tool.delta") == 1
+    assert kinds.index("tool.delta") < kinds.index("tool.completed")
+    assert [m for _, m, _ in watcher.seen] == ["working"]
+    assert reporter.sent == 1

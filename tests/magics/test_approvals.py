@@ -242,3 +242,30 @@ def test_the_record_names_the_limit_that_refused_a_request(shell: InteractiveShe
     )
     assert "%config AgentMagics.session_max_cost_usd = 2" in plain[2]  # how to raise it
     assert "⛔ limit reached: cost budget of \\$1 (cost\\_usd)" in record["text/markdown"]  # escaped, not math
+
+
+async def test_a_call_id_reused_by_two_runs_is_named_with_its_run(
+    shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    run_ok(shell, '%config AgentMagics.approvals = "ask"')
+    done.clear()
+    session.register_tool(wipe)
+    for name, table in (("first", "logs"), ("second", "users")):
+        call = ToolCall(id="w0", name="wipe", arguments={"table": table})  # both models pick the same id
+        session.register_model(f"m_{name}", ScriptedModel([ScriptedModel.tool_calls([call]), "finished"]))
+        run_ok(shell, f"%%agent --model m_{name} --name {name} --thread {name} --background\nclean up")
+    runs = [r for r in session.active_runs() if r.name in ("first", "second")]
+    await until(lambda: sum(len(r.stream.pending_approvals()) for r in runs) == 2)
+    refused = str(run_error(shell, "%agent approve w0"))
+    assert "waiting in 2 runs" in refused
+    assert "w0@first" in refused
+    assert "w0@second" in refused
+    capsys.readouterr()
+    run_ok(shell, "%agent approve w0@second")
+    run_ok(shell, "%agent deny w0@first not the logs")
+    out = capsys.readouterr().out
+    assert "approved wipe (w0)" in out
+    assert "denied wipe (w0): not the logs" in out
+    for run in runs:
+        await run.result()
+    assert done == ["users"]

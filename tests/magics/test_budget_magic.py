@@ -124,6 +124,7 @@ async def test_concurrent_background_runs_reserve_against_one_session_cap(
         session.context.costs.register_price(f"acme:w{i}", PRICE)
         session.register_model(f"w{i}", worker(f"w{i}", delay=0.3))  # all four in flight at once
     rec = EventRecorder(session.context.events)
+    run_ok(shell, '%config AgentMagics.notebook_access = "off"')  # no notebook tool schemas in the estimate
     run_ok(shell, "%config AgentMagics.session_max_cost_usd = 0.025")  # ~$0.01 reserved per run: two fit
     names = []
     for i in range(4):

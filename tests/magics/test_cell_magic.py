@@ -37,7 +37,7 @@ def test_wait_shows_the_dashboard_then_a_deterministic_record(
     assert run.status == "completed"
     assert run.final_text == "Paris."
     record = run._repr_mimebundle_()
-    assert record["text/markdown"].startswith("**agent run** · `fake`\n\nParis.")
+    assert record["text/markdown"].startswith("**agent run** · <code>fake</code>\n\nParis.")
     assert "running" not in record["text/plain"]
 
 

@@ -191,7 +191,7 @@ def test_context_reports_the_threads_last_model(
         ("", "%agent tools frobnicate", "%agent tools add <function>"),
         ("", "%agent tools remove ghost", "no tool named 'ghost'"),
         ("lam = lambda x: x", "%agent tools add lam", "'lam' is a lambda, which has no name the model can call"),
-        ("", "%agent bogus", "unknown command %agent bogus (commands: approve, budget, context, cost"),
+        ("", "%agent bogus", "unknown command %agent bogus (commands: access, approve, batch, budget, context, cost"),
         ("", "%agent hitsory", "unknown command %agent hitsory (did you mean history?"),
         ("", "%agent history nosuchthread", "no thread 'nosuchthread' in this session"),
         ("", "%agent runs extra", "takes no arguments"),

@@ -31,7 +31,7 @@ def calc(shell: InteractiveShell, session: NotebookSession, capsys: pytest.Captu
 
 
 def test_add_starts_the_server_and_lists_its_tools(calc: str, shell: InteractiveShell) -> None:
-    assert calc.startswith(f"MCP server calc (stdio: {sys.executable} {SERVER}): 11 tools: calc_add, ")
+    assert calc.startswith(f"MCP server calc (stdio: {sys.executable} {SERVER}): 13 tools: calc_add, ")
     table = shell.run_cell("%agent mcp list").result
     assert isinstance(table, pd.DataFrame)
     [row] = table.to_dict("records")

@@ -54,3 +54,27 @@ def test_first_message_has_the_task_and_each_description() -> None:
 def test_a_string_preview_is_its_start_as_a_python_literal() -> None:
     line = describe_value("s", "first line\nsecond line")
     assert line.endswith("starts: 'first line\\nsecond line'")
+
+
+def test_huge_column_names_keep_the_first_request_small() -> None:
+    # A headerless read_csv of a file whose first line is long names its columns by that line.
+    frame = pd.DataFrame({f"{i}" + "c" * 100_000: [1, 2] for i in range(5)})
+    assert len(describe_value("frame", frame)) <= 2_000
+    model = ScriptedModel(["FINAL('ok')"])
+    RLM(model=model, environment="local").run_sync("Summarise.", context={"frame": frame})
+    first = sum(len(m.text) for m in model.requests[0].messages)
+    assert first < 20_000, f"first request {first:,} characters"
+
+
+def test_every_description_is_bounded_whatever_the_value() -> None:
+    class Long:
+        pass
+
+    Long.__qualname__ = "L" * 100_000
+    values = {
+        "mapping": {"k" * 100_000: 1},
+        "frame": pd.DataFrame({"x" * 100_000: [1]}).astype({"x" * 100_000: "category"}),
+        "odd": Long(),
+    }
+    for name, value in values.items():
+        assert len(describe_value(name, value)) <= 2_000, name

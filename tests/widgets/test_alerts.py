@@ -18,7 +18,7 @@ from tinyagents_nb.harness.middleware import GuardrailsMiddleware, OutputGuardra
 from tinyagents_nb.harness.testkit import FakeTool, ScriptedModel, SlowModel
 from tinyagents_nb.widgets import RunDashboard
 
-from .conftest import CommLog
+from .conftest import CommLog, row_text
 
 pytestmark = pytest.mark.anyio
 
@@ -94,3 +94,20 @@ async def test_a_run_out_of_time_names_the_time_limit_and_why(comms: CommLog) ->
     assert alert.what == "limit reached: time limit of 0.2 s (wall_clock)"
     assert alert.why  # RunTimeout's message explains the limit.reached event
     assert "⛔ limit reached: time limit of 0.2 s (wall_clock)" in dash.header.widget.value
+
+
+async def test_a_streamed_answer_a_guardrail_blocks_is_withdrawn_from_the_dashboard(comms: CommLog) -> None:
+    guard = OutputGuardrail("no_secrets", lambda ctx, text: "mentions a password" if "password" in text else None)
+    harness = AgentHarness(
+        model=ScriptedModel(["the password is hunter2"], chunk_size=4),
+        middleware=[GuardrailsMiddleware(output=[guard])],
+    )
+    dash = RunDashboard(harness.invoke_streaming("tell me"))
+    await dash.wait_flushed()
+    assert isinstance(dash.state.error, GuardrailTripped)
+    rows = dash.transcript.widget.children
+    shown = " ".join(row_text(row) for row in rows)
+    assert "hunter2" not in shown  # streamed, then retracted: hidden, not struck through
+    assert "answer withdrawn" in shown
+    assert "hunter2" not in dash.transcript.text()
+    assert "hunter2" not in dash.summary_text()

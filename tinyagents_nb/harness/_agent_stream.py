@@ -164,14 +164,26 @@ class AgentStream(AsyncIterator[AgentEvent]):
         return self.steer(Redirect(instruction=instruction))
 
     def approve(
-        self, call_id: str | None = None, *, arguments: Mapping[str, Any] | None = None, by: str | None = None
+        self,
+        call_id: str | None = None,
+        *,
+        run_id: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        by: str | None = None,
     ) -> ApprovalDecision:
-        """Approve a tool call waiting in this run's tree (see ``ApprovalDesk.approve``); thread-safe."""
-        return self.approvals.approve(call_id, arguments=arguments, by=by)
+        """Approve a tool call waiting in this run's tree (see ``ApprovalDesk.approve``); thread-safe.
 
-    def deny(self, call_id: str | None = None, reason: str | None = None, *, by: str | None = None) -> ApprovalDecision:
+        Raises:
+            ApprovalError: Nothing such is waiting, or the request was withdrawn (e.g. by a Stop)
+                before this decision: a decision returned is always the one the run records.
+        """
+        return self.approvals.approve(call_id, run_id=run_id, arguments=arguments, by=by)
+
+    def deny(
+        self, call_id: str | None = None, reason: str | None = None, *, run_id: str | None = None, by: str | None = None
+    ) -> ApprovalDecision:
         """Deny a waiting tool call; the model gets an error result saying ``reason``; thread-safe."""
-        return self.approvals.deny(call_id, reason, by=by)
+        return self.approvals.deny(call_id, reason, run_id=run_id, by=by)
 
     def pending_approvals(self) -> list[ApprovalRequest]:
         return self.approvals.pending()

@@ -8,13 +8,17 @@ server's, a sub-agent).
 
 When a call needs a person, the run emits ``approval.requested`` and waits, cancellably and within
 its deadline, on the run tree's ``ApprovalDesk`` (``AgentStream.approve`` / ``deny`` reach it from any
-thread, e.g. a widget callback). **Nobody can answer** when the run has no desk (it was started with
+thread, e.g. a widget callback). Requests are keyed by ``(run id, call id)``: sibling sub-agents whose
+models reuse a call id wait side by side. A decision handed out by ``approve``/``deny`` is the one the
+run records, even when a Stop lands at the same moment; a request already withdrawn makes them
+raise instead. ``RunPolicy.approval_timeout_s`` bounds a person's wait, then
+``approval_timeout_action`` decides (``deny`` by default, ``approve``, or ``fail`` the run). **Nobody can answer** when the run has no desk (it was started with
 ``invoke``/``run_sync``: there is no handle to answer with) or its desk is marked unattended (the
 notebook session does that when the kernel has no frontend that can click); then
 ``RunPolicy.unattended_approval`` decides at once, and when that is ``None`` the call is denied:
 an approval gate fails closed, never hangs. Every request ends with ``approval.decided``: who or
 what decided (``person``, ``policy``, ``unattended``, or ``withdrawn`` when a Stop or the deadline
-ended the wait), when, and the SHA-256 of the canonical JSON of the exact arguments approved.
+ended the wait, ``timeout`` when nobody answered in time), when (the run's clock), and the SHA-256 of the canonical JSON of the exact arguments approved.
 """
 
 from __future__ import annotations
@@ -23,11 +27,11 @@ import asyncio
 import hashlib
 import json
 import threading
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from ._clock import Clock
 from ._errors import ConfigurationError, TinyAgentsError, ToolArgumentsError
 from ._json import freeze_json_object, thaw_json
 
@@ -36,6 +40,7 @@ __all__ = [
     "ApprovalDesk",
     "ApprovalError",
     "ApprovalRequest",
+    "ApprovalTimeoutAction",
     "ArgumentsCheck",
     "Decider",
     "UnattendedApproval",
@@ -44,8 +49,10 @@ __all__ = [
 
 ArgumentsCheck: TypeAlias = Callable[[Mapping[str, Any]], None]
 """A tool's ``validate_arguments``: raises ``ToolArgumentsError`` for arguments it would refuse."""
-Decider: TypeAlias = Literal["person", "policy", "unattended", "withdrawn"]
+Decider: TypeAlias = Literal["person", "policy", "unattended", "withdrawn", "timeout"]
 UnattendedApproval: TypeAlias = Literal["deny", "approve"]
+ApprovalTimeoutAction: TypeAlias = Literal["deny", "approve", "fail"]
+"""What an approval nobody answered within ``RunPolicy.approval_timeout_s`` becomes (``fail``: the run fails)."""
 
 
 class ApprovalError(TinyAgentsError):
@@ -66,7 +73,7 @@ class ApprovalRequest:
     tool_name: str
     arguments: Mapping[str, Any]
     run_id: str
-    requested_at: float = field(default_factory=time.time)
+    requested_at: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -82,23 +89,32 @@ class ApprovalDecision:
     arguments: Mapping[str, Any] = field(default_factory=dict)
     arguments_sha256: str = ""
     edited: bool = False
-    decided_at: float = field(default_factory=time.time)
+    decided_at: float = 0.0
 
 
 class _Entry:
-    __slots__ = ("check", "future", "loop", "request")
+    """One waiting request; ``decision`` is set, under the desk's lock, when one is handed out."""
+
+    __slots__ = ("check", "clock", "decision", "future", "loop", "request")
 
     def __init__(
         self,
         request: ApprovalRequest,
         check: ArgumentsCheck | None,
+        clock: Clock,
         loop: asyncio.AbstractEventLoop,
         future: asyncio.Future[Any],
     ) -> None:
         self.request = request
         self.check = check
+        self.clock = clock
         self.loop = loop
         self.future = future
+        self.decision: ApprovalDecision | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.request.run_id, self.request.call_id)
 
 
 class ApprovalDesk:
@@ -114,7 +130,7 @@ class ApprovalDesk:
     def __init__(self, *, attended: bool = True) -> None:
         self.attended = attended
         self._lock = threading.Lock()
-        self._pending: dict[str, _Entry] = {}
+        self._pending: dict[tuple[str, str], _Entry] = {}  # by (run id, call id)
 
     def pending(self) -> list[ApprovalRequest]:
         """The calls waiting now, oldest first."""
@@ -122,18 +138,25 @@ class ApprovalDesk:
             return [entry.request for entry in self._pending.values()]
 
     def approve(
-        self, call_id: str | None = None, *, arguments: Mapping[str, Any] | None = None, by: str | None = None
+        self,
+        call_id: str | None = None,
+        *,
+        run_id: str | None = None,
+        arguments: Mapping[str, Any] | None = None,
+        by: str | None = None,
     ) -> ApprovalDecision:
         """Approve a pending call (the only one when ``call_id`` is omitted), optionally with edited arguments.
 
         Edited arguments are validated now, by the tool when it can (``FunctionTool``), so a typo is
         reported here and the call stays pending; the tool validates them again when it runs.
+        ``run_id`` tells apart calls of different runs of the tree that share a call id.
 
         Raises:
-            ApprovalError: No such pending call, several pending and none named, or invalid arguments.
+            ApprovalError: No such pending call, several pending and none named, invalid arguments,
+                or the request was withdrawn (a Stop, a deadline) before this decision was taken.
         """
         with self._lock:
-            entry = self._find(call_id)
+            entry = self._find(call_id, run_id)
         request = entry.request
         approved = request.arguments
         if arguments is not None:
@@ -148,64 +171,84 @@ class ApprovalDesk:
             arguments=approved,
             arguments_sha256=digest,
             edited=digest != arguments_sha256(request.arguments),
+            decided_at=entry.clock.time(),
         )
-        self._settle(request.call_id, decision)
+        self._settle(entry, decision)
         return decision
 
-    def deny(self, call_id: str | None = None, reason: str | None = None, *, by: str | None = None) -> ApprovalDecision:
+    def deny(
+        self, call_id: str | None = None, reason: str | None = None, *, run_id: str | None = None, by: str | None = None
+    ) -> ApprovalDecision:
         """Deny a pending call (the only one when ``call_id`` is omitted); the model is told ``reason``.
 
         Raises:
-            ApprovalError: No such pending call, or several pending and none named.
+            ApprovalError: No such pending call, several pending and none named, or already withdrawn.
         """
         with self._lock:
-            request = self._find(call_id).request
-        decision = decision_for(request, approved=False, decided_by="person", decider=by, reason=reason)
-        self._settle(request.call_id, decision)
+            entry = self._find(call_id, run_id)
+        request = entry.request
+        decision = decision_for(
+            request, approved=False, decided_by="person", decided_at=entry.clock.time(), decider=by, reason=reason
+        )
+        self._settle(entry, decision)
         return decision
 
-    def _find(self, call_id: str | None) -> _Entry:
+    def _find(self, call_id: str | None, run_id: str | None) -> _Entry:
         pending = self._pending
+        found = [
+            entry
+            for (run, call), entry in pending.items()
+            if (call_id is None or call == call_id) and (run_id is None or run == run_id)
+        ]
+        if len(found) == 1:
+            return found[0]
+        waiting = ", ".join(call for _, call in pending) or "none"
+        if not pending:
+            raise ApprovalError("no tool call is waiting for approval")
+        if not found:
+            where = f" in run {run_id!r}" if run_id is not None else ""
+            raise ApprovalError(f"no tool call {call_id!r}{where} is waiting for approval (waiting: {waiting})")
         if call_id is None:
-            if len(pending) == 1:
-                return next(iter(pending.values()))
-            if not pending:
-                raise ApprovalError("no tool call is waiting for approval")
             raise ApprovalError(
-                f"{len(pending)} tool calls are waiting for approval; name one: {', '.join(pending)}",
+                f"{len(found)} tool calls are waiting for approval; name one: {', '.join(e.request.call_id for e in found)}",
                 hint="pass the call id shown on the approval card or by `%agent pending`",
             )
-        entry = pending.get(call_id)
-        if entry is None:
-            waiting = ", ".join(pending) or "none"
-            raise ApprovalError(f"no tool call {call_id!r} is waiting for approval (waiting: {waiting})")
-        return entry
+        runs = ", ".join(e.request.run_id for e in found)
+        raise ApprovalError(
+            f"tool call id {call_id!r} is waiting in {len(found)} runs ({runs}); name the run",
+            hint="pass run_id=… (shown on the approval card and in ApprovalRequest.run_id)",
+        )
 
-    def _settle(self, call_id: str, decision: ApprovalDecision) -> None:
+    def _settle(self, entry: _Entry, decision: ApprovalDecision) -> None:
+        """Hand ``decision`` to the waiting run: atomic with a withdrawal, so exactly one of them wins."""
         with self._lock:
-            entry = self._pending.pop(call_id, None)
-        if entry is None:  # decided meanwhile by another thread, or the wait was withdrawn
-            raise ApprovalError(f"tool call {call_id!r} was decided or withdrawn meanwhile")
+            if self._pending.get(entry.key) is not entry:  # decided meanwhile by another thread, or withdrawn
+                raise ApprovalError(f"tool call {entry.request.call_id!r} was decided or withdrawn meanwhile")
+            del self._pending[entry.key]
+            entry.decision = decision
         try:
             entry.loop.call_soon_threadsafe(_resolve, entry.future, decision)
         except RuntimeError:  # the run's loop is closed: nobody is waiting any more
             pass
 
-    async def _wait(self, request: ApprovalRequest, check: ArgumentsCheck | None) -> ApprovalDecision:
-        """Wait for a person's decision; ``check`` validates edited arguments (the tool's own check)."""
+    def _open(self, request: ApprovalRequest, check: ArgumentsCheck | None, clock: Clock) -> _Entry:
+        """Put ``request`` on the desk; its ``future`` resolves with a person's decision."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[ApprovalDecision] = loop.create_future()
-        entry = _Entry(request, check, loop, future)
+        entry = _Entry(request, check, clock, loop, loop.create_future())
         with self._lock:
-            if request.call_id in self._pending:
-                raise ApprovalError(f"tool call id {request.call_id!r} is already waiting for approval")
-            self._pending[request.call_id] = entry
-        try:
-            return await future
-        finally:
-            with self._lock:
-                if self._pending.get(request.call_id) is entry:
-                    del self._pending[request.call_id]
+            if entry.key in self._pending:
+                raise ApprovalError(
+                    f"tool call id {request.call_id!r} of run {request.run_id!r} is already waiting for approval"
+                )
+            self._pending[entry.key] = entry
+        return entry
+
+    def _withdraw(self, entry: _Entry) -> ApprovalDecision | None:
+        """Take ``entry`` off the desk; the decision already handed out for it, if any (that one stands)."""
+        with self._lock:
+            if self._pending.get(entry.key) is entry:
+                del self._pending[entry.key]
+            return entry.decision
 
     def __repr__(self) -> str:
         return f"ApprovalDesk(pending={[r.call_id for r in self.pending()]}, attended={self.attended})"
@@ -216,7 +259,9 @@ def _resolve(future: asyncio.Future[Any], decision: ApprovalDecision) -> None:
         future.set_result(decision)
 
 
-def decision_for(request: ApprovalRequest, *, approved: bool, decided_by: Decider, **extra: Any) -> ApprovalDecision:
+def decision_for(
+    request: ApprovalRequest, *, approved: bool, decided_by: Decider, decided_at: float, **extra: Any
+) -> ApprovalDecision:
     return ApprovalDecision(
         call_id=request.call_id,
         tool_name=request.tool_name,
@@ -224,6 +269,7 @@ def decision_for(request: ApprovalRequest, *, approved: bool, decided_by: Decide
         decided_by=decided_by,
         arguments=request.arguments,
         arguments_sha256=arguments_sha256(request.arguments),
+        decided_at=decided_at,
         **extra,
     )
 

@@ -2,21 +2,30 @@
 
 See ``_approval`` for the desk a person answers at. A tool opts in with ``requires_approval``;
 ``require_approval`` adds that to a tool you do not own. The gate fails closed: when nobody can
-answer, ``RunPolicy.unattended_approval`` decides at once (``None``: deny), and a Stop or the
-deadline withdraws a waiting request.
+answer, ``RunPolicy.unattended_approval`` decides at once (``None``: deny), a Stop or the
+deadline withdraws a waiting request, and ``RunPolicy.approval_timeout_s`` ends a person's wait
+with ``approval_timeout_action``. Every timestamp and wait comes from the run's clock.
 """
 
 from __future__ import annotations
 
 import inspect
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
-from ._approval import ApprovalDecision, ApprovalDesk, ApprovalRequest, UnattendedApproval, decision_for
+from ._approval import (
+    ApprovalDecision,
+    ApprovalDesk,
+    ApprovalError,
+    ApprovalRequest,
+    ApprovalTimeoutAction,
+    UnattendedApproval,
+    decision_for,
+)
 from ._errors import ConfigurationError, RunTimeout
 from ._events import ApprovalDecided, ApprovalRequested
+from ._limits import tighter
 from ._messages import ToolCall
 from ._tools import Tool, ToolResult
 
@@ -53,12 +62,15 @@ async def gate_tool_call(
     unattended: UnattendedApproval | None,
     remaining_s: Callable[[], float | None],
     on_deadline: Callable[[], RunTimeout],
+    timeout_s: float | None = None,
+    timeout_action: ApprovalTimeoutAction = "deny",
 ) -> ToolCall | ToolResult:
     """The call to run (possibly with approved, edited arguments), or the error result of a denial.
 
     Called by the loop for every tool call; a tool without ``requires_approval`` costs one
     ``getattr``. Raises ``Cancelled`` when a Stop ends the wait and the run's ``RunTimeout``
-    when its deadline does (after recording the withdrawn request).
+    when its deadline does (after recording the withdrawn request), and ``ApprovalError`` when
+    nobody answered within ``timeout_s`` and ``timeout_action`` is ``fail``.
     """
     rule = getattr(tool, "requires_approval", False)
     if rule is False or rule is None:
@@ -66,13 +78,20 @@ async def gate_tool_call(
     verdict = await _verdict(rule, ctx, call)
     if verdict is False:
         return call
-    request = ApprovalRequest(call_id=call.id, tool_name=call.name, arguments=call.arguments, run_id=ctx.run_id)
+    clock = ctx.clock
+    request = ApprovalRequest(
+        call_id=call.id, tool_name=call.name, arguments=call.arguments, run_id=ctx.run_id, requested_at=clock.time()
+    )
     ctx.emit(ApprovalRequested, call_id=call.id, tool_name=call.name, arguments=call.arguments)
     desk: ApprovalDesk | None = ctx.approvals
-    waited = time.monotonic()
+    waited = clock.monotonic()
     if verdict in ("approve", "deny"):
         decision = decision_for(
-            request, approved=verdict == "approve", decided_by="policy", reason="decided by the tool's approval rule"
+            request,
+            approved=verdict == "approve",
+            decided_by="policy",
+            decided_at=clock.time(),
+            reason="decided by the tool's approval rule",
         )
     elif desk is None or not desk.attended:
         why = "the run has no approval handle" if desk is None else "the session is unattended"
@@ -80,26 +99,70 @@ async def gate_tool_call(
             request,
             approved=unattended == "approve",
             decided_by="unattended",
+            decided_at=clock.time(),
             reason=f"nobody can answer ({why}); unattended_approval={unattended!r}",
         )
     else:
-        timed_out = True
-        try:
-            with ctx.cancellation.scope(timeout_s=remaining_s()):
-                decision = await desk._wait(request, _arguments_check(tool))
-                timed_out = False
-        except BaseException:  # a Stop (Cancelled) or the task itself was cancelled
-            _withdrawn(ctx, request, "the run was stopped while the call waited", waited)
-            raise
-        if timed_out:
-            _withdrawn(ctx, request, "the run's deadline passed while the call waited", waited)
-            raise on_deadline()
-    _emit_decided(ctx, decision, time.monotonic() - waited)
+        decision = await _ask(ctx, desk, tool, request, waited, remaining_s, on_deadline, timeout_s, timeout_action)
+    _emit_decided(ctx, decision, clock.monotonic() - waited)
     if not decision.approved:
-        from_ = {"person": "by a person", "policy": "by policy", "unattended": "automatically"}[decision.decided_by]
+        from_ = {
+            "person": "by a person",
+            "policy": "by policy",
+            "unattended": "automatically",
+            "timeout": "because nobody answered in time",
+        }[decision.decided_by]
         why = f": {decision.reason}" if decision.reason else ""
         return ToolResult.error(f"the call to tool `{call.name}` was denied {from_}{why}. Do not retry it unchanged.")
     return replace(call, arguments=decision.arguments) if decision.edited else call
+
+
+async def _ask(
+    ctx: RunContext[Any],
+    desk: ApprovalDesk,
+    tool: Tool,
+    request: ApprovalRequest,
+    waited: float,
+    remaining_s: Callable[[], float | None],
+    on_deadline: Callable[[], RunTimeout],
+    timeout_s: float | None,
+    action: ApprovalTimeoutAction,
+) -> ApprovalDecision:
+    """Wait at the desk for a person; the decision they were handed is the one returned or recorded.
+
+    A decision handed out (``approve`` returned) as a Stop or a deadline lands is recorded as it was
+    given, then the Stop or deadline goes on; a request withdrawn first makes ``approve`` raise.
+    """
+    entry = desk._open(request, _arguments_check(tool), ctx.clock)
+    left = remaining_s()
+    decided: ApprovalDecision | None = None
+    try:
+        with ctx.cancellation.scope(timeout_s=tighter(timeout_s, left)):
+            decided = await entry.future
+    except BaseException:  # a Stop (Cancelled) or the task itself was cancelled
+        handed = desk._withdraw(entry)
+        if handed is not None:
+            _emit_decided(ctx, handed, ctx.clock.monotonic() - waited)
+        else:
+            _withdrawn(ctx, request, "the run was stopped while the call waited", waited)
+        raise
+    if decided is None:  # the wait timed out; a decision handed out at that very moment stands
+        decided = desk._withdraw(entry)
+    if decided is not None:
+        return decided
+    if timeout_s is None or (left is not None and left <= timeout_s):  # the run's deadline ended the wait
+        _withdrawn(ctx, request, "the run's deadline passed while the call waited", waited)
+        raise on_deadline()
+    reason = f"nobody answered within {timeout_s:g} s (approval_timeout_action={action!r})"
+    if action == "fail":
+        _withdrawn(ctx, request, reason, waited, decided_by="timeout")
+        raise ApprovalError(
+            f"the call to tool `{request.tool_name}` ({request.call_id}) waited {timeout_s:g} s for approval",
+            hint="answer sooner, or set RunPolicy(approval_timeout_s=…, approval_timeout_action='deny')",
+        )
+    return decision_for(
+        request, approved=action == "approve", decided_by="timeout", decided_at=ctx.clock.time(), reason=reason
+    )
 
 
 def _arguments_check(tool: Tool) -> Callable[[Mapping[str, Any]], None] | None:
@@ -107,9 +170,12 @@ def _arguments_check(tool: Tool) -> Callable[[Mapping[str, Any]], None] | None:
     return check if callable(check) else None
 
 
-def _withdrawn(ctx: RunContext[Any], request: ApprovalRequest, reason: str, waited: float) -> None:
-    decision = decision_for(request, approved=False, decided_by="withdrawn", reason=reason)
-    _emit_decided(ctx, decision, time.monotonic() - waited)
+def _withdrawn(
+    ctx: RunContext[Any], request: ApprovalRequest, reason: str, waited: float, *, decided_by: Any = "withdrawn"
+) -> None:
+    clock = ctx.clock
+    decision = decision_for(request, approved=False, decided_by=decided_by, decided_at=clock.time(), reason=reason)
+    _emit_decided(ctx, decision, clock.monotonic() - waited)
 
 
 def _emit_decided(ctx: RunContext[Any], decision: ApprovalDecision, wait_s: float) -> None:

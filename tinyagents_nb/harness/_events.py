@@ -37,6 +37,7 @@ __all__ = [
     "ModelDelta",
     "ModelDiscarded",
     "ModelFailed",
+    "ModelRetracted",
     "ModelSelected",
     "ModelStarted",
     "RateLimitWaited",
@@ -114,8 +115,11 @@ class RunCancelledEvent(AgentEvent):
 class ModelSelected(AgentEvent):
     """Which model serves call ``call_id`` when it is not simply the harness's primary model, and why.
 
-    ``reason`` is ``fallback`` (the previous model failed) or ``configurable`` (the run's
-    ``RunConfig.configurable["model"]`` chose it); emitted just before that model's ``model.started``.
+    ``reason`` is ``fallback`` (the previous model failed), ``configurable`` (the run's
+    ``RunConfig.configurable["model"]`` chose it), ``capabilities`` (the request's required
+    capabilities skipped the first choice) or ``request`` (a middleware named it in
+    ``ModelRequest.model``); emitted just before that model's ``model.started``, whose request was
+    re-fitted to the chosen model's window when that is smaller.
     A call served by the primary model as configured emits none, keeping the common path quiet.
     """
 
@@ -156,6 +160,20 @@ class ModelDiscarded(AgentEvent):
     call_id: str
     attempt: int
     reason: str = ""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ModelRetracted(AgentEvent):
+    """An answer already streamed (or answered) was withdrawn: an output guardrail tripped on it.
+
+    Consumers hide the text of ``call_id`` (not strike it through: it was blocked for its content);
+    the run also drops the answer from its transcript, so records and threads never keep it.
+    """
+
+    kind: Literal["model.retracted"] = "model.retracted"
+    call_id: str
+    reason: str = ""
+    guardrail: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -2,8 +2,10 @@
 
 A guardrail is a named check that either passes or *trips* with a reason. ``GuardrailsMiddleware``
 runs them at the four places a policy is usually enforced: the user's input before the first model
-call, the final answer before it enters the transcript, a tool call before it runs and a tool
-result before the model sees it. A trip emits ``guardrail.tripped`` and raises
+call, the final answer (every one: plain text, and a structured answer delivered through a forced
+tool call, checked as its JSON when the run ends), a tool call before it runs and a tool result
+before the model sees it. A tripped final answer is retracted: the loop emits ``model.retracted``
+(the dashboard hides what streamed) and drops it from the transcript and the record. A trip emits ``guardrail.tripped`` and raises
 ``GuardrailTripped`` (the run fails with it); a tool-output guardrail may instead ``reject``: the
 model is told the result was withheld and the run goes on. A check that itself raises fails the
 run with that error: a guardrail fails closed.
@@ -12,6 +14,7 @@ run with that error: a guardrail fails closed.
 from __future__ import annotations
 
 import inspect
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
@@ -25,6 +28,7 @@ from ._tools import ToolResult
 if TYPE_CHECKING:
     from ._context import RunContext
     from ._messages import Message, ToolCall
+    from ._run import AgentRun
 
 __all__ = [
     "GuardrailResult",
@@ -94,9 +98,11 @@ class InputGuardrail:
 
 @dataclass(frozen=True, slots=True)
 class OutputGuardrail:
-    """Checks the final answer's text before it is appended to the transcript (or kept in memory).
+    """Checks every final answer's text before the run completes with it.
 
-    ``check(ctx, text)`` may be sync or async. Answers that call tools are not final and not checked.
+    ``check(ctx, text)`` may be sync or async. A plain answer is checked as the model returns it; a
+    structured answer (a schema-tool call, or JSON) is checked as its JSON text when the run ends.
+    Answers that call real tools are not final.
     """
 
     name: str
@@ -171,6 +177,7 @@ class GuardrailsMiddleware(Middleware):
         self.input = tuple(input)
         self.output = tuple(output)
         self.tools = tuple(tools)
+        self._checked: dict[str, set[str]] = {}  # run id -> final texts already checked (cleared at the end)
 
     async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
         if not self.input:
@@ -181,9 +188,32 @@ class GuardrailsMiddleware(Middleware):
 
     async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
         if self.output and not response.message.tool_calls:
-            for guard in self.output:
-                self._raise_if(ctx, guard.name, "output", await _verdict(guard.check(ctx, response.message.text)))
+            await self._check_output(ctx, response.message.text)
         return response
+
+    async def after_agent(self, ctx: RunContext[Any], run: AgentRun) -> None:
+        """The final answer, whatever way it came (a structured answer through a tool call too)."""
+        if not self.output:
+            return
+        try:
+            texts = [run.final_text]
+            if run.structured is not None:
+                texts.append(json.dumps(run.structured.raw, ensure_ascii=False, sort_keys=True, default=str))
+            for text in texts:
+                await self._check_output(ctx, text)
+        finally:
+            self._checked.pop(ctx.run_id, None)
+
+    async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:
+        self._checked.pop(ctx.run_id, None)
+
+    async def _check_output(self, ctx: RunContext[Any], text: str) -> None:
+        seen = self._checked.setdefault(ctx.run_id, set())
+        if text in seen:
+            return
+        for guard in self.output:
+            self._raise_if(ctx, guard.name, "output", await _verdict(guard.check(ctx, text)))
+        seen.add(text)
 
     async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall:
         for guard in self.tools:

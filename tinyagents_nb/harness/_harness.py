@@ -29,6 +29,7 @@ from ._run_sync import run_blocking as _run_blocking
 from ._stream import run_tree_filter as _run_tree_filter
 from ._structured import OutputSpec, StructuredStrategy, strategy_for_profile
 from ._tool_registry import ToolProvider, ToolRegistry
+from ._tool_results import ToolResultLimit
 from ._tools import Tool
 from ._window import ContextWindow
 from .durable import RunStore
@@ -80,7 +81,18 @@ class AgentHarness(Generic[DataT]):
         self.model: ChatModel = resolve_model(model)
         self.tools = tools if isinstance(tools, ToolRegistry) else ToolRegistry(tools)
         self.policy = policy if policy is not None else RunPolicy()
-        self.middleware = MiddlewareStack(middleware, wrap=trace_hook if self.policy.middleware_events else None)
+        limit = self.policy.tool_result_limit
+        default: ToolResultLimit | None = None
+        if limit is not None and not any(isinstance(m, ToolResultLimit) for m in middleware):
+            # no tool result goes into the transcript whole (a 10 MB MCP result): cut at arrival, raw kept
+            default = ToolResultLimit(limit)
+            middleware = [*middleware, default]
+            self.tools.add_provider(default.on_demand_reader())
+
+        def traced(mw: Middleware, hook: str) -> Middleware:
+            return mw if mw is default else trace_hook(mw, hook)  # the built-in default is not the user's
+
+        self.middleware = MiddlewareStack(middleware, wrap=traced if self.policy.middleware_events else None)
         self.system_prompt = system_prompt
         self.name = name or self.model.model_name
         fallback = self.policy.fallback

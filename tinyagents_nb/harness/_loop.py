@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 from collections.abc import Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ._budget_check import bind_budgets
 from ._cancel import RunCancelled
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK
 from ._configurable import ModelOverrides
 from ._controls import take_stop
-from ._errors import Cancelled, ContextLimitError, LimitExceeded, RunTimeout, describe_error
-from ._event_text import error_text, preview
+from ._errors import Cancelled, ContextLimitError, GuardrailTripped, LimitExceeded, RunTimeout, describe_error
+from ._event_text import error_text, last_user_text, preview
 from ._events import (
     CacheHit,
     CacheMiss,
@@ -39,50 +40,28 @@ from ._events import (
     RunStarted,
 )
 from ._limits import LimitKind, LimitTracker, tighter
+from ._loop_harness import LoopHarness
 from ._messages import AssistantMessage, Message, TextDelta, ThinkingDelta, ToolCall, ToolCallDelta
 from ._metering import CallMeter
 from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
+from ._retraction import retract_answer
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
-from ._selection import eligible_models, refit_for, with_resolved
+from ._selection import refit_for, route_call, with_resolved
 from ._steering_batch import checkpoint
-from ._structured import StructuredOutput, StructuredStrategy, prepare_request
+from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
 from ._tool_phase import ToolPhase
-from .memory import ContextFitter, compact_rejected
-from .stores import ResponseCache, lookup_response, store_response
+from .memory import compact_rejected
+from .stores import lookup_response, store_response
 
 if TYPE_CHECKING:
     from ._config import RunConfig
     from ._context import RunContext
-    from ._middleware import MiddlewareStack
-    from ._policy import RunPolicy
-    from ._structured import OutputSpec
-    from ._tool_registry import ToolRegistry
 
 __all__ = ["LoopHarness", "RunLoop"]
 
 _log = logging.getLogger("tinyagents_nb")
-
-
-class LoopHarness(Protocol):
-    """What one run reads from its harness; ``AgentHarness`` is one.
-
-    The harness starts loops and the loop reads the harness's settings, so the loop names only
-    what it reads: the dependency points one way, from ``AgentHarness`` down to ``RunLoop``.
-    """
-
-    name: str
-    model: ChatModel
-    model_chain: tuple[ChatModel, ...]
-    tools: ToolRegistry
-    middleware: MiddlewareStack
-    policy: RunPolicy
-    output: OutputSpec | None
-    structured_strategy: StructuredStrategy | None
-    fitter: ContextFitter
-
-    def response_cache_for(self, ctx: RunContext[Any]) -> ResponseCache | None: ...
 
 
 class RunLoop:
@@ -113,9 +92,12 @@ class RunLoop:
         self.attempt = 0  # stream attempts of the current model call (retries and fallbacks included)
         self.streamed = False  # whether the current attempt has emitted a delta
         self.serving: Any = "configured"  # why the current model serves the call (a ModelResolutionSource)
+        self.answer_call: str | None = None  # the last model call, whose answer a guardrail may retract
+        self.answer_at: int | None = None  # where its message sits in ``messages`` once appended
         self.started = self.clock.monotonic()
         self.overrides = ModelOverrides()  # read from ctx.config.configurable when the run starts
         self.meter = CallMeter(ctx, lambda: harness.fitter.estimator, harness.fitter.request_tokens)
+        self.resolved: dict[str, ChatModel] = {}  # models named by request.model, built once per run
         self.tool_phase = ToolPhase(
             ctx,
             tools=harness.tools,
@@ -167,7 +149,7 @@ class RunLoop:
             RunStarted,
             thread_id=ctx.config.thread_id,
             model=harness.model.model_name,
-            input=preview(next((m.text for m in reversed(self.messages) if m.role == "user"), "")),
+            input=preview(last_user_text(self.messages)),
             agent=harness.name,
             provider=harness.model.provider,
         )
@@ -242,7 +224,8 @@ class RunLoop:
                 return stop
             request = await harness.fitter.fit(ctx, request)
             await harness.middleware.before_send(ctx, request)
-            call_id = str(self.ids.call_id())
+            call_id = self.answer_call = str(self.ids.call_id())
+            self.answer_at = None
             self.status.phase = "model"
             self.status.active_model_call = call_id
             response = await self._call_compacting(request, call_id)
@@ -250,6 +233,7 @@ class RunLoop:
             self.status.model_calls = self.model_calls
             self.status.active_model_call = None
             message = response.message
+            self.answer_at = len(self.messages)
             self.messages.append(message)
 
             calls: Sequence[ToolCall] = message.tool_calls
@@ -266,6 +250,8 @@ class RunLoop:
             self.status.phase = "tools"
             self.messages.extend(await self.tool_phase.run(calls))
             self.status.tool_calls = self.tool_calls
+            if self.tool_phase.exhausted is not None:  # every call was answered; now the cap ends the run
+                raise self.tool_phase.exhausted
 
     # ---------------------------------------------------------------------------- model calls
     async def _call_compacting(self, request: ModelRequest, call_id: str) -> ModelResponse:
@@ -291,7 +277,7 @@ class RunLoop:
         first = self.overrides.model
         if first:  # configurable picked a fallback model to go first
             chain = (chain[first], *chain[:first], *chain[first + 1 :])
-        models: Sequence[ChatModel] = eligible_models(chain, request)  # required capabilities
+        models, why = route_call(chain, request, harness.model, self.resolved)  # capabilities, request.model
         last_error: BaseException | None = None
         self.attempt = 0
         for index, model in enumerate(models):
@@ -305,12 +291,12 @@ class RunLoop:
                     to_model=model.model_name,
                     error=error_text(last_error),
                 )
-                request = await refit_for(harness.fitter, ctx, request, model)  # a smaller window than the first's
-            if index or first is not None:  # a choice was made: the primary model is the quiet default
-                reason = "fallback" if index else "configurable"
+            if index or model is not harness.model:  # a smaller window than the one it was fitted to
+                request = await refit_for(harness.fitter, ctx, request, model)
+            reason = "fallback" if index else why or ("configurable" if first is not None else None)
+            if reason is not None:  # a choice was made: the primary model is the quiet default
                 ctx.emit(ModelSelected, call_id=call_id, model=model.model_name, provider=model.provider, reason=reason)
-            chosen = model is harness.model or first is not None
-            self.serving = "fallback" if index else "configured" if chosen else "capabilities"
+            self.serving = "fallback" if index else "capabilities" if why == "capabilities" else "configured"
             key = hit = None
             if cache is not None:
                 key, hit = lookup_response(cache, request, model=f"{model.provider}:{model.model_name}")
@@ -336,6 +322,7 @@ class RunLoop:
                     max_retries=policy.limits.max_retries_per_call,
                     remaining_s=self.limits.remaining_s,
                     on_deadline=self._timeout,
+                    rng=random.Random(f"{ctx.run_id}/{call_id}/{index}") if policy.retry.jitter else None,
                 )
             except Exception as exc:
                 if not isinstance(exc, Cancelled):
@@ -488,6 +475,9 @@ class RunLoop:
         return run
 
     async def _finish_failed(self, exc: Exception) -> AgentRun:
+        if isinstance(exc, GuardrailTripped) and exc.stage == "output":  # the answer is withdrawn, everywhere
+            self.partial = None
+            retract_answer(self.ctx, self.messages, self.answer_at, self.answer_call, exc)
         self._keep_partial()
         run = self._result("failed", error=exc)
         self.ctx.emit(RunFailed, error_type=type(exc).__name__, error=error_text(exc), duration_s=run.duration_s)

@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING, Any
 from ._controls import SkipTool, StopWithFinal
 from ._messages import Message, MessageDelta, ToolCall
 from ._model import ModelRequest, ModelResponse
+from ._tools import ToolResult
 
 if TYPE_CHECKING:
     from ._context import RunContext
     from ._run import AgentRun
     from ._tool_progress import ToolDelta
-    from ._tools import ToolResult
 
 __all__ = ["HOOKS", "Middleware", "MiddlewareStack"]
 
@@ -163,8 +163,11 @@ class MiddlewareStack:
                 if isinstance(decided, SkipTool):
                     return decided
                 call = decided
-        except StopWithFinal as stop:
+        except StopWithFinal as stop:  # the run ends after this turn, and this call does not run
             ctx.request_stop(stop.text)
+            return SkipTool(
+                ToolResult.error(f"not run: the run is ending (a hook stopped it before `{call.name}` ran)")
+            )
         return call
 
     def on_tool_delta(self, ctx: RunContext[Any], call: ToolCall, delta: ToolDelta) -> None:

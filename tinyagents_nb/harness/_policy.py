@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ._approval import UnattendedApproval
+from ._approval import ApprovalTimeoutAction, UnattendedApproval
 from ._cache_policy import CachePolicy
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._errors import ConfigurationError
@@ -53,6 +53,16 @@ class RunPolicy:
             middleware hook (off by default: it doubles the events of a round trip).
         unattended_approval: How a tool call that needs approval is decided when nobody can answer
             (no run handle, or an unattended session): ``deny``, ``approve``, or ``None`` (deny).
+        approval_timeout_s: How long a tool call waits for a person's decision (default 300 s, as
+            the TypeScript peer does; ``None``: until the run's deadline or a Stop).
+        approval_timeout_action: What an unanswered call becomes then: ``deny`` (the model is told),
+            ``approve``, or ``fail`` (the run fails with ``ApprovalError``). Recorded as
+            ``decided_by="timeout"``.
+        tool_result_limit: The default size limit, in characters, of one tool result as it arrives
+            (a 10 MB MCP result, a whole web page): a longer one is cut, its raw output kept in the
+            run's store, and a ``read_tool_output`` tool to page through it is offered once something
+            was cut. ``None`` turns the default off; a ``ToolResultLimit`` middleware of your own
+            replaces it (per-tool limits, another store).
     """
 
     limits: RunLimits = field(default_factory=RunLimits)
@@ -75,7 +85,10 @@ class RunPolicy:
     clock: Clock = SYSTEM_CLOCK
     ids: IdSource = RANDOM_IDS
     unattended_approval: UnattendedApproval | None = None
+    approval_timeout_s: float | None = 300.0
+    approval_timeout_action: ApprovalTimeoutAction = "deny"
     middleware_events: bool = False
+    tool_result_limit: int | None = 20_000
 
     def __post_init__(self) -> None:
         for name in ("unknown_tool", "invalid_args", "tool_errors"):
@@ -87,6 +100,16 @@ class RunPolicy:
             raise ConfigurationError(
                 f"unattended_approval must be 'deny', 'approve' or None, got {self.unattended_approval!r}"
             )
+        wait: object = self.approval_timeout_s
+        if wait is not None and (isinstance(wait, bool) or not isinstance(wait, int | float) or not wait > 0):
+            raise ConfigurationError(f"approval_timeout_s must be a number > 0 or None, got {wait!r}")
+        if self.approval_timeout_action not in ("deny", "approve", "fail"):
+            raise ConfigurationError(
+                f"approval_timeout_action must be 'deny', 'approve' or 'fail', got {self.approval_timeout_action!r}"
+            )
+        limit: object = self.tool_result_limit
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 500):
+            raise ConfigurationError(f"tool_result_limit must be an int >= 500 or None, got {limit!r}")
         retries: object = self.structured_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")

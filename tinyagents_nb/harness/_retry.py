@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import anyio
+import anyio.lowlevel
 
 from ._errors import Cancelled, ConfigurationError, ModelNotFound, ProviderError, RunTimeout, TinyAgentsError
 from ._model import ChatModel
@@ -189,6 +192,7 @@ async def call_with_retry(
     sleep: Callable[[float], Awaitable[None]] | None = None,
     remaining_s: Callable[[], float | None] | None = None,
     on_deadline: Callable[[], BaseException] | None = None,
+    rng: random.Random | None = None,
 ) -> T:
     """Await ``fn()`` until it succeeds, the error is not retryable, or attempts run out.
 
@@ -211,6 +215,8 @@ async def call_with_retry(
             ``on_deadline()`` (chained to the last error), since sleeping into a deadline only
             delays the same failure.
         on_deadline: Builds that error; defaults to a ``RunTimeout``.
+        rng: The jitter's random source (the loop seeds one per call from the run's ids, so a
+            deterministic id source makes the waits reproducible); the module's by default.
     """
     attempts = policy.max_attempts
     if max_retries is not None:
@@ -227,7 +233,7 @@ async def call_with_retry(
         except Exception as exc:  # BaseException (task cancellation, KeyboardInterrupt) always propagates
             if attempt >= attempts or not policy.should_retry(exc):
                 raise
-            delay = policy.backoff_for_attempt(attempt, exc)
+            delay = policy.backoff_for_attempt(attempt, exc, rng=rng)
             left = remaining_s() if remaining_s is not None else None
             if left is not None and delay >= left:
                 raise (on_deadline() if on_deadline is not None else _deadline_error(delay, left)) from exc
@@ -352,10 +358,12 @@ class RateLimiter:
     """A token bucket: ``burst`` calls at once, then ``rate_per_s`` on average.
 
     The bucket starts full and refills continuously with time, never above ``burst``. Waiters are
-    served first come, first served: ``acquire`` queues on a FIFO ``anyio.Lock`` and the head of
-    the queue sleeps until its tokens have accrued, so a large request is not starved by a stream
-    of small ones, and ``try_acquire`` refuses while anyone is queued rather than jump the line.
-    Use one limiter from one event loop (it is not thread-safe).
+    served first come, first served within an event loop: ``acquire`` queues on a FIFO
+    ``anyio.Lock`` of that loop and the head of the queue sleeps until its tokens have accrued, so a
+    large request is not starved by a stream of small ones, and ``try_acquire`` refuses while anyone
+    is queued rather than jump the line. One limiter may serve several event loops at once (two
+    ``run_sync`` calls on two threads, a notebook and a worker): the bucket is guarded by a thread
+    lock, each loop gets its own queue, and the loops' queue heads share the bucket.
 
     Args:
         rate_per_s: Tokens added per second (> 0).
@@ -364,7 +372,7 @@ class RateLimiter:
         sleep: Replaces ``anyio.sleep``; tests pair it with a fake clock.
     """
 
-    __slots__ = ("_available", "_burst", "_clock", "_lock", "_rate", "_sleep", "_updated")
+    __slots__ = ("_available", "_burst", "_clock", "_queues", "_rate", "_sleep", "_state", "_updated", "_waiting")
 
     def __init__(
         self,
@@ -386,7 +394,9 @@ class RateLimiter:
         self._sleep = anyio.sleep if sleep is None else sleep
         self._available = float(burst)
         self._updated = self._clock()
-        self._lock = anyio.Lock(fast_acquire=True)
+        self._state = threading.Lock()  # the bucket and the queue count; never held across an await
+        self._queues: weakref.WeakKeyDictionary[Any, anyio.Lock] = weakref.WeakKeyDictionary()  # by event loop
+        self._waiting = 0  # acquirers queued in any loop
 
     @property
     def rate_per_s(self) -> float:
@@ -399,15 +409,14 @@ class RateLimiter:
     @property
     def available(self) -> float:
         """Tokens in the bucket right now (fractional while refilling)."""
-        self._refill()
-        return self._available
+        with self._state:
+            self._refill()
+            return self._available
 
     def try_acquire(self, tokens: int = 1) -> bool:
         """Take ``tokens`` now if they are there and nobody is queued; never waits."""
         self._check_tokens(tokens)
-        if self._lock.locked():
-            return False
-        return self._take(tokens)
+        return self._take(tokens, queued=False)
 
     async def acquire(
         self, tokens: int = 1, *, cancellation: CancellationToken | None = None, timeout_s: float | None = None
@@ -425,11 +434,12 @@ class RateLimiter:
         self._check_tokens(tokens)
         if cancellation is not None:
             cancellation.raise_if_cancelled()
-        if not self._lock.locked() and self._take(tokens):
+        if self._take(tokens, queued=False):
             return 0.0  # fast path: no queue, no await
-        if timeout_s is not None and not self._lock.locked():
-            needed = (tokens - self._available) / self._rate
-            if needed >= timeout_s:
+        if timeout_s is not None:
+            with self._state:
+                needed = None if self._waiting else (tokens - self._available) / self._rate
+            if needed is not None and needed >= timeout_s:
                 raise TimeoutError(f"the rate limiter needs {needed:.3f} s, only {timeout_s:.3f} s are left")
         started = self._clock()
         if cancellation is None:
@@ -443,9 +453,21 @@ class RateLimiter:
         return max(self._clock() - started, 0.0)
 
     async def _queue_and_take(self, tokens: int) -> None:
-        async with self._lock:
-            while not self._take(tokens):
-                await self._sleep((tokens - self._available) / self._rate)
+        with self._state:
+            self._waiting += 1
+            loop = anyio.lowlevel.current_token().native_token  # the event loop object itself
+            queue = self._queues.get(loop)
+            if queue is None:
+                queue = self._queues[loop] = anyio.Lock(fast_acquire=True)
+        try:
+            async with queue:
+                while not self._take(tokens, queued=True):
+                    with self._state:
+                        deficit = tokens - self._available
+                    await self._sleep(max(deficit, 0.0) / self._rate)
+        finally:
+            with self._state:
+                self._waiting -= 1
 
     def _check_tokens(self, tokens: int) -> None:
         _check_int("tokens", tokens, minimum=1)
@@ -459,13 +481,17 @@ class RateLimiter:
             self._available = min(self._burst, self._available + elapsed * self._rate)
             self._updated = now
 
-    def _take(self, tokens: int) -> bool:
-        self._refill()
-        # Tolerate float dust so a sleep that ends exactly on time does not loop on a 1e-12 deficit.
-        if self._available + 1e-9 >= tokens:
-            self._available = max(self._available - tokens, 0.0)
-            return True
-        return False
+    def _take(self, tokens: int, *, queued: bool) -> bool:
+        """Take ``tokens`` if there; an unqueued caller (``try_acquire``, the fast path) never jumps a queue."""
+        with self._state:
+            if not queued and self._waiting:
+                return False
+            self._refill()
+            # Tolerate float dust so a sleep that ends exactly on time does not loop on a 1e-12 deficit.
+            if self._available + 1e-9 >= tokens:
+                self._available = max(self._available - tokens, 0.0)
+                return True
+            return False
 
     def __repr__(self) -> str:
         return f"RateLimiter(rate_per_s={self._rate}, burst={self._burst})"

@@ -5,8 +5,10 @@ and their profiles. Inside a run the loop uses ``eligible_models``: a request th
 ``with_required_capabilities(...)`` goes to the first model of the harness's chain (its model, then
 its fallbacks) whose profile covers them. ``resolved_model`` is what the loop records on every
 response, so a parent and its sub-agents (whose responses reach the same event stream) agree on
-which provider and model actually answered. ``refit_for`` re-fits a request to a fallback model's
-smaller window before it is sent there.
+which provider and model actually answered. ``route_call`` orders the chain for one call: a model a
+middleware named in ``request.model`` first (resolved, or ``ModelNotFound``), then the first one
+with the required capabilities. ``refit_for`` re-fits a request to a chosen model's smaller window
+(a fallback's, a capability route's, a requested one's) before it is sent there.
 """
 
 from __future__ import annotations
@@ -92,6 +94,47 @@ def eligible_models(chain: Sequence[ChatModel], request: ModelRequest) -> Sequen
         detail=f"no model of the chain has the required capabilities ({'; '.join(lacks)})",
         hint="add a capable model to the FallbackPolicy or drop the requirement",
     )
+
+
+def route_call(
+    chain: Sequence[ChatModel], request: ModelRequest, configured: ChatModel, built: dict[str, ChatModel]
+) -> tuple[Sequence[ChatModel], str | None]:
+    """The models to try for one call, and why the first is not the call's default (``model.selected``).
+
+    The reason is ``capabilities`` (the required capabilities skipped the first choice), ``request``
+    (a middleware named the model in ``request.model``) or ``None``.
+
+    ``chain[0]`` is the model the call would go to (the harness's, or the configurable override);
+    the loop fills ``request.model`` with the ``configured`` model's name, and a middleware naming
+    another model (``name`` or ``provider:name`` of the chain, or any spec
+    ``resolve_model`` builds, once, into ``built``) puts that model first: a middleware's choice is
+    honoured, never silently ignored.
+
+    Raises:
+        ModelNotFound: ``request.model`` names no model, or no model covers the capabilities.
+    """
+    name = request.model
+    if (not name or name == configured.model_name) and request.required_capabilities is None:
+        return chain, None  # the common case: nothing asked for, nothing to route
+    asked = _requested(chain, name, configured, built)
+    if asked is not None:
+        chain = (asked, *(m for m in chain if m is not asked))
+    models = eligible_models(chain, request)
+    return models, "capabilities" if models[0] is not chain[0] else "request" if asked is not None else None
+
+
+def _requested(
+    chain: Sequence[ChatModel], name: str | None, configured: ChatModel, built: dict[str, ChatModel]
+) -> ChatModel | None:
+    if not name or name in (configured.model_name, f"{configured.provider}:{configured.model_name}"):
+        return None
+    for model in chain:
+        if name in (model.model_name, f"{model.provider}:{model.model_name}"):
+            return model
+    made = built.get(name)
+    if made is None:
+        made = built[name] = resolve_model(name)
+    return made
 
 
 def with_resolved(response: ModelResponse, model: ChatModel, source: ModelResolutionSource) -> ModelResponse:

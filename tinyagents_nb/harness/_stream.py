@@ -29,7 +29,7 @@ _ALL_MODES: Final[tuple[StreamMode, ...]] = get_args(StreamMode)
 
 MODE_KINDS: Final[dict[StreamMode, frozenset[str]]] = {
     # text and reasoning deltas, numbered by attempt, and the marker that drops a failed attempt
-    "messages": frozenset({"model.delta", "model.discarded"}),
+    "messages": frozenset({"model.delta", "model.discarded", "model.retracted"}),
     "tools": frozenset({"tool.started", "tool.delta", "tool.completed", "tool.failed"}),
     "updates": frozenset(
         {
@@ -49,6 +49,10 @@ MODE_KINDS: Final[dict[StreamMode, frozenset[str]]] = {
             "subagent.reused",
             "steering.applied",
             "limit.reached",
+            "approval.requested",
+            "approval.decided",
+            "guardrail.tripped",
+            "model.retracted",
         }
     ),
 }

@@ -3,7 +3,10 @@
 The loop hands a turn's calls to its ``ToolPhase``; ``before_tool`` hooks admit (or answer) each in
 order, the calls run concurrently when there are several (up to ``max_concurrency``), approvals and
 per-tool timeouts are applied, and every call that started is closed by exactly one
-``tool.completed`` or ``tool.failed`` event, even when the run is interrupted mid-tool.
+``tool.completed`` or ``tool.failed`` event, even when the run is interrupted mid-tool. When the
+run's ``max_tool_calls`` is reached mid-turn, the calls within it run and the rest are answered
+with error results (no tool runs, every call of the turn is answered, so the transcript can be
+sent again); the loop then ends the run with the ``LimitExceeded`` kept in ``exhausted``.
 """
 
 from __future__ import annotations
@@ -71,19 +74,12 @@ class ToolPhase:
         self.completed = 0  # calls that ended with a result (the run's tool_calls)
         self.live_tools: dict[int, tuple[ToolCall, float]] = {}  # started tools without a closing event
         self.supplied: dict[int, ToolResult] = {}  # results a before_tool hook supplied (SkipTool), by id(call)
+        self.exhausted: LimitExceeded | None = None  # max_tool_calls reached in the last turn
 
     async def run(self, calls: Sequence[ToolCall]) -> list[ToolMessage]:
         """Admit, run and report one turn's calls; their results in call order, or the first fatal error."""
-        ctx, limits, middleware = self.ctx, self.limits, self.middleware
-        admitted: list[ToolCall] = []
-        for call in calls:
-            ctx.cancellation.raise_if_cancelled()
-            self.check_limit(limits.check_deadline)
-            self.check_limit(limits.record_tool_call)
-            decided = await middleware.before_tool(ctx, call)
-            if isinstance(decided, SkipTool):
-                self.supplied[id(call)], decided = decided.result, call
-            admitted.append(decided)
+        ctx, middleware = self.ctx, self.middleware
+        admitted, refused = await self._admit_turn(calls)
         outcomes: list[_Outcome | None] = [None] * len(admitted)
         try:
             if len(admitted) == 1:
@@ -141,7 +137,30 @@ class ToolPhase:
             results.append(result.to_message(call))
         if first_fatal is not None:
             raise first_fatal
-        return results
+        return results + refused  # the admitted calls come first in a turn, so this is call order
+
+    async def _admit_turn(self, calls: Sequence[ToolCall]) -> tuple[list[ToolCall], list[ToolMessage]]:
+        """The calls to run (after ``before_tool``), and the answers of those past ``max_tool_calls``."""
+        ctx, limits, middleware = self.ctx, self.limits, self.middleware
+        admitted: list[ToolCall] = []
+        refused: list[ToolMessage] = []  # calls past max_tool_calls: answered, never run
+        for call in calls:
+            ctx.cancellation.raise_if_cancelled()
+            self.check_limit(limits.check_deadline)
+            if self.exhausted is None:
+                try:
+                    self.check_limit(limits.record_tool_call)
+                except LimitExceeded as exc:
+                    self.exhausted = exc
+            if self.exhausted is not None:
+                why = f"not run: {self.exhausted} (the run's tool-call budget was spent by earlier calls)"
+                refused.append(ToolResult.error(why).to_message(call))
+                continue
+            decided = await middleware.before_tool(ctx, call)
+            if isinstance(decided, SkipTool):
+                self.supplied[id(call)], decided = decided.result, call
+            admitted.append(decided)
+        return admitted, refused
 
     async def _execute(self, call: ToolCall) -> _Outcome:
         """Start one admitted call, unless the run was stopped while it waited for its turn.
@@ -222,6 +241,8 @@ class ToolPhase:
             unattended=policy.unattended_approval,
             remaining_s=self.limits.remaining_s,
             on_deadline=self._deadline_error,
+            timeout_s=policy.approval_timeout_s,
+            timeout_action=policy.approval_timeout_action,
         )
         return gated if isinstance(gated, ToolResult) else (tool, gated)  # a denial: the model is told why
 

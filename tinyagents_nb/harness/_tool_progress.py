@@ -5,7 +5,9 @@ A tool that takes a while (a crawl, a build, a sub-query batch) declares a param
 ``tool.delta`` event (the ``tools`` stream mode shows it) and reaches every middleware's
 ``on_tool_delta``. The binding lives in a context variable set around the call, so concurrent
 calls of one turn each report under their own call id, and a tool called outside a run (a unit
-test) gets a reporter that drops its reports.
+test) gets a reporter that drops its reports. A reporter is closed when its call returns: one kept
+(stored, or handed to a background thread) reports nothing after the tool ended, so no
+``tool.delta`` follows its ``tool.completed`` or the run's end.
 """
 
 from __future__ import annotations
@@ -62,12 +64,13 @@ class ToolReporter:
     synchronous and cheap: one event and the ``on_tool_delta`` hooks, on the calling thread.
     """
 
-    __slots__ = ("_call", "_ctx", "_on_delta", "sent")
+    __slots__ = ("_call", "_closed", "_ctx", "_on_delta", "sent")
 
     def __init__(self, ctx: RunContext[Any] | None, call: ToolCall | None, on_delta: OnToolDelta | None) -> None:
         self._ctx = ctx
         self._call = call
         self._on_delta = on_delta
+        self._closed = False
         self.sent = 0
         """How many reports this call made."""
 
@@ -80,9 +83,9 @@ class ToolReporter:
         self.send(ToolDelta(message=message, progress=progress, data=data))
 
     def send(self, delta: ToolDelta) -> None:
-        """Emit ``tool.delta`` and run the ``on_tool_delta`` hooks (nothing outside a run)."""
+        """Emit ``tool.delta`` and run the ``on_tool_delta`` hooks (nothing outside a run or after the call)."""
         ctx, call = self._ctx, self._call
-        if ctx is None or call is None:
+        if ctx is None or call is None or self._closed:
             return
         self.sent += 1
         ctx.emit(
@@ -118,4 +121,6 @@ def bind_reporter(ctx: RunContext[Any], call: ToolCall, on_delta: OnToolDelta | 
 
 
 def unbind_reporter(token: Any) -> None:
+    """Close the reporter ``bind_reporter`` bound (the call has ended) and restore the previous one."""
+    _CURRENT.get()._closed = True
     _CURRENT.reset(token)

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from ._messages import ToolCall, ToolMessage
     from .stores import Store
 
-__all__ = ["TRUNCATED_TAG", "ToolResultLimit"]
+__all__ = ["TRUNCATED_TAG", "ReaderOnDemand", "ToolResultLimit"]
 
 TRUNCATED_TAG = "truncated"
 """Marks (in ``ToolResult.data``) a result cut at arrival; ``data["raw_key"]`` names the raw output."""
@@ -82,6 +82,8 @@ class ToolResultLimit(Middleware):
         self.store = store
         self.keep_raw = keep_raw
         self.head_fraction = head_fraction
+        self.cut_scopes: set[str] = set()
+        """Threads (or root runs) in which a result was cut and kept: where a reader is worth offering."""
 
     def limit_for(self, tool_name: str) -> int | None:
         return self.per_tool[tool_name] if tool_name in self.per_tool else self.max_chars
@@ -99,6 +101,7 @@ class ToolResultLimit(Middleware):
             message = result.to_message(call)
             key = tool_output_key(_scope(ctx), message)
             self._store(ctx).put(TOOL_OUTPUT_NAMESPACE, key, dump_messages([message])[0])
+            self.cut_scopes.add(_scope(ctx))
         note = DEFAULT_NOTE if key is not None else "\n[tool output truncated: showing {shown} of {chars} chars]"
         budget = max(limit - len(note.format(shown=limit, chars=len(text), key=key or "")) - len(_GAP), 100)
         head = int(budget * self.head_fraction)
@@ -147,5 +150,34 @@ class ToolResultLimit(Middleware):
 
         return tool(read_tool_output)
 
+    def on_demand_reader(self) -> ReaderOnDemand:
+        """A tool provider offering ``read_tool_output`` only in a thread where a result was cut.
+
+        The harness's default limit (``RunPolicy.tool_result_limit``) uses it, so a run whose tools
+        never return much sees no extra tool (and pays no tokens for it).
+        """
+        return ReaderOnDemand(self)
+
     def __repr__(self) -> str:
         return f"ToolResultLimit(max_chars={self.max_chars}, per_tool={self.per_tool!r}, keep_raw={self.keep_raw})"
+
+
+class ReaderOnDemand:
+    """``ToolProvider`` of a ``ToolResultLimit``'s reader tool, listed once the limit cut a result in the run's thread."""
+
+    name = "read_tool_output"
+
+    def __init__(self, limit: ToolResultLimit) -> None:
+        self.limit = limit
+        self._offered: tuple[FunctionTool[..., Any], ...] = (limit.reader_tool(),)
+        self._none: tuple[FunctionTool[..., Any], ...] = ()
+
+    async def list_tools(self, ctx: RunContext[Any]) -> tuple[FunctionTool[..., Any], ...]:
+        # the same tuple objects each time: the registry skips all work when nothing changed
+        return self._offered if _scope(ctx) in self.limit.cut_scopes else self._none
+
+    async def aclose(self) -> None:
+        return None
+
+    def __repr__(self) -> str:
+        return f"ReaderOnDemand({self.limit!r})"

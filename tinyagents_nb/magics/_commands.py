@@ -24,11 +24,13 @@ from tinyagents_nb.harness import AgentRun, Tool
 from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
+from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
-from ._durable import find_interrupted, interrupted_note, resume_interrupted
+from ._durable import announce_interrupted, find_interrupted, resume_interrupted
 from ._handle import NotebookRun
 from ._mcp import mcp_command
+from ._notebook import NOTEBOOK_COMMANDS
 from ._offline import OFFLINE_MODEL
 from ._session import NotebookSession
 from ._trace import trace_command
@@ -136,7 +138,9 @@ def _wait(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     """``%agent wait [RUN|all] [--timeout S]``: a notebook waits for its background runs before it goes on (or ends)."""
     runs, timeout_s = _wait_plan(session, args)
     if runs:
-        outcome = wait_runs(_futures(runs), timeout_s=timeout_s, delivery=sync_delivery(host.shell))
+        access = session.notebook  # the runs' run_code calls need this (the main) thread while it waits
+        work = access.runner.drain if access is not None else None
+        outcome = wait_runs(_futures(runs), timeout_s=timeout_s, delivery=sync_delivery(host.shell), work=work)
         _wait_report(runs, outcome, timeout_s)
 
 
@@ -291,9 +295,7 @@ def _reset(host: CommandHost, session: NotebookSession, args: list[str]) -> None
     session.reset(store_path=host.store_path or ":memory:")
     note = f"; stopped {stopped} active run(s)" if stopped else ""
     print(f"session reset: new thread {session.thread_id}{note}")
-    interrupted = interrupted_note(session.run_store)
-    if interrupted:
-        print(interrupted)
+    announce_interrupted(session.run_store)
 
 
 COMMANDS: Mapping[str, Command] = {
@@ -314,9 +316,11 @@ COMMANDS: Mapping[str, Command] = {
     "tools": _tools,
     "journal": _journal,
     "mcp": mcp_command,
+    "batch": batch_command,
     "trace": trace_command,
     "reset": _reset,
     **APPROVAL_COMMANDS,
+    **NOTEBOOK_COMMANDS,
 }
 
 

@@ -16,7 +16,7 @@ from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun
 
 from ._loop import SessionLoop
 
-__all__ = ["find_interrupted", "interrupted_note", "interrupted_rows", "resume_interrupted"]
+__all__ = ["announce_interrupted", "find_interrupted", "interrupted_note", "interrupted_rows", "resume_interrupted"]
 
 
 def _usd(value: Any) -> float | None:
@@ -59,6 +59,13 @@ def interrupted_note(store: RunStore) -> str | None:
     return (
         f"tinyagents: {many} in {store.path} (%agent runs lists them; %agent resume {newest[-8:]} continues the newest)"
     )
+
+
+def announce_interrupted(store: RunStore) -> None:
+    """Print ``interrupted_note`` when there is something to say."""
+    note = interrupted_note(store)
+    if note:
+        print(note)
 
 
 def find_interrupted(store: RunStore, ref: str | None) -> StoredRun | None:

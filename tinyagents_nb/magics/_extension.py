@@ -59,6 +59,8 @@ def unload_ipython_extension(ipython: Any) -> None:
         ipython.configurables.remove(magics)
     session = _replace_session(None)
     if session is not None:
+        if session.notebook is not None:
+            session.notebook.close()
         session.close()
         session.mcp.close_all()  # its MCP server processes go with it
         session.loop.close()

@@ -37,12 +37,14 @@ from traitlets import Bool, Enum, Float, Int, Unicode, observe
 from tinyagents_nb.harness import TinyAgentsError
 from tinyagents_nb.widgets import RunDashboard
 
+from . import _map_cell
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
-from ._durable import interrupted_note
+from ._durable import announce_interrupted
 from ._handle import NotebookRun, RunMode
 from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless
 from ._interpolate import InterpolationError, interpolate
+from ._notebook import new_access, run_access
 from ._output import CellView
 from ._rlm import rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
@@ -123,6 +125,19 @@ class AgentMagics(magic.Magics):
         help="Tool calls that need approval: ask when the frontend can click (auto), always ask, or decide "
         "every one at once (deny, approve); auto denies under nbclient, papermill and nbval.",
     ).tag(config=True)
+    notebook_access = Enum(
+        ("read", "ask", "auto", "off"),
+        "read",
+        help="What %%agent runs may do in this notebook: read its variables, cells and errors (read), also run "
+        "code and propose cells after a click (ask) or without asking (auto), or nothing (off). "
+        "%%agent --access MODE overrides it for one run.",
+    ).tag(config=True)
+    notebook_max_chars = Int(4_000, min=200, help="The size bound of every notebook tool result, in characters.").tag(
+        config=True
+    )
+    notebook_code_timeout = Float(
+        60.0, min=0.1, help="Seconds the agent's run_code may take before it is interrupted."
+    ).tag(config=True)
     store_path = Unicode(
         "",
         help="SQLite file for history, session state and the event journal; empty keeps them in memory. "
@@ -146,10 +161,13 @@ class AgentMagics(magic.Magics):
         elif self.store_path and session.store_path != self.store_path:
             session.reopen(self.store_path)  # made by get_session() before the extension was loaded
         _replace_session(session)
-        note = interrupted_note(session.run_store)
-        if note:
-            print(note)
+        announce_interrupted(session.run_store)
         self._apply(session, only_set=True)
+        self._propose = False
+        if session.notebook is None:
+            session.notebook = new_access(
+                shell, max_chars=self.notebook_max_chars, code_timeout_s=self.notebook_code_timeout
+            )
         if self.otel_endpoint:
             session.tracing.start(self.otel_endpoint)
         self._ready = True
@@ -171,6 +189,12 @@ class AgentMagics(magic.Magics):
     def _settings_changed(self, change: Any) -> None:
         if self._ready:
             self._apply(self.session)
+
+    @observe("notebook_max_chars", "notebook_code_timeout")
+    def _notebook_settings_changed(self, change: Any) -> None:
+        access = self.session.notebook if self._ready else None
+        if access is not None:
+            access.max_chars, access.code_timeout_s = self.notebook_max_chars, self.notebook_code_timeout
 
     @observe("otel_endpoint")
     def _otel_endpoint_changed(self, change: Any) -> None:
@@ -230,8 +254,21 @@ class AgentMagics(magic.Magics):
         choices=["kernel", "local"],
         help="run as a recursive language model in a Python REPL: a child kernel (default) or local (in-process)",
     )
+    @_argument(
+        "--access",
+        choices=["read", "ask", "auto", "off"],
+        help="what this run may do in the notebook (default: AgentMagics.notebook_access)",
+    )
     @_argument("--context", metavar="NAMES", help="with --rlm: comma-separated notebook variables to put in the REPL")
     @_argument("--sub-model", metavar="NAME", help="with --rlm: the model behind llm()/llm_batch() (default: --model)")
+    @_argument(
+        "--map", metavar="NAME", help="run the body, a {{column}} template, over every row of the DataFrame NAME"
+    )
+    @_argument("--into", metavar="VAR", help="with --map: bind the result frame to VAR (default: NAME_result)")
+    @_argument("--output", metavar="CLASS", help="with --map: a pydantic model whose fields become columns")
+    @_argument("--executor", metavar="E", help="with --map: local (default), batch, ray or dask")
+    @_argument("--concurrency", type=positive_int, metavar="N", help="with --map: rows in flight at once (16)")
+    @_argument("--budget", type=float, metavar="USD", help="with --map: stop before the map spends more than this")
     @_cell_magic("agent")
     def agent_cell(self, line: str, cell: str) -> None:
         """Run the cell body as a prompt for an agent, with a live dashboard.
@@ -243,19 +280,39 @@ class AgentMagics(magic.Magics):
         The run handle is bound to _agent (and to --name): await it, or call .cancel(), .pause(),
         .resume(), .steer(text) on it.
         """
+        if _map_cell.is_map(line):
+            mapped = self._start_map(line, cell)
+            _map_cell.wait_map_sync(mapped, delivery=sync_delivery(self.shell))
+            _map_cell.finish_map(mapped, self.shell)
+            return
         run, mode = self._launch(line, cell, delivery=sync_delivery(self.shell))
         if mode == "waiting":
             future = run.future
             assert future is not None
-            wait_sync(run, future, delivery=sync_delivery(self.shell), say=_say)
+            wait_sync(run, future, delivery=sync_delivery(self.shell), say=_say, work=self._main_thread_work)
+
+    def _main_thread_work(self) -> None:
+        """Run the agent's code queued for the main thread (a waiting cell calls this as it waits)."""
+        access = self.session.notebook
+        if access is not None:
+            access.runner.drain()
 
     async def agent_cell_async(self, line: str, cell: str) -> None:
         """``%%agent`` as an awaiting cell (ipykernel 7.x): the kernel handles clicks while it waits."""
+        if _map_cell.is_map(line):
+            mapped = self._start_map(line, cell)
+            await _map_cell.wait_map_async(mapped)
+            _map_cell.finish_map(mapped, self.shell)
+            return
         run, mode = self._launch(line, cell, delivery="async")
         if mode == "waiting":
             future = run.future
             assert future is not None
             await wait_async(run, future, say=_say)
+
+    def _start_map(self, line: str, cell: str) -> _map_cell.MapCell:
+        args = _parse(self.agent_cell, line)
+        return _map_cell.start_map(self.session, self.shell, args, cell, widgets=self.shell is not None)
 
     def waits(self, argv: list[str]) -> bool:
         """Whether a ``%%agent`` line (split) runs in waiting mode; ``False`` for a line that does not parse."""
@@ -300,12 +357,21 @@ class AgentMagics(magic.Magics):
         tools = None if args.tools is None else [t.strip() for t in args.tools.split(",") if t.strip()]
         key = self._cell_key(line, cell)
         session = self.session
+        notebook_tools, system, announcer = run_access(
+            self, args.access, mode=mode, rlm=args.rlm is not None, system=args.system, propose=self._propose
+        )
+        if tools is not None:  # --tools names exactly what the run gets: notebook tools only when listed
+            offered = {t.name for t in notebook_tools}
+            notebook_tools = [t for t in notebook_tools if t.name in tools]
+            tools = [n for n in tools if n not in offered] or ["none"]
+        extra = {"extra_tools": notebook_tools} if notebook_tools else {}
         try:
             start = _starter(self, session, args)
             run = start(
                 prompt,
                 model=args.model,
-                system=args.system,
+                system=system,
+                **extra,
                 tools=[] if tools == ["none"] else tools,
                 thread_id=args.thread,
                 new_thread=args.new_thread,
@@ -316,6 +382,8 @@ class AgentMagics(magic.Magics):
             )
         except TinyAgentsError as exc:
             raise usage_error(exc) from None
+        if announcer is not None:
+            announcer.run = run
         for old in session.supersede(key):
             print(f"stopped the earlier run {old.label} of this cell before running it again")
         self._bind(run, args.name)
@@ -336,6 +404,14 @@ class AgentMagics(magic.Magics):
         view.show()
         session.start(run, mode=mode)
         return run, mode
+
+    def run_prompt(self, line: str, prompt: str, *, propose: bool = False) -> None:
+        """Run ``prompt`` as a ``%%agent`` cell with this magic line (``%agent fix`` and ``explain``)."""
+        self._propose = propose
+        try:
+            self.agent_cell(line, prompt)
+        finally:
+            self._propose = False
 
     def _bind(self, run: NotebookRun, name: str | None) -> None:
         if self.shell is None:
@@ -369,6 +445,10 @@ class AgentMagics(magic.Magics):
         journal [RUN]       the event journal (one run's tree, or everything)
         mcp [list|add NAME -- CMD ARGS…|add NAME --url URL|remove NAME]  MCP servers whose tools runs get
         reset               cancel active runs and start a fresh session (models and tools stay)
+        access              what the agent may see and do in this notebook (notebook_access)
+        hide NAME…          never show these variables to the agent (hide --show NAME… undoes it)
+        fix [HINT…]         propose a corrected cell for the last error, with a short explanation
+        explain [N]         explain cell N's output (default: the previous cell)
 
         RUN is a --name, a run id (or its last characters) or an index such as -1.
         """

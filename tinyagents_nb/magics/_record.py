@@ -4,7 +4,10 @@ The live dashboard is a widget, and widget views need their kernel: a reopened n
 export or GitHub shows "model not found" or nothing. So when a run ends, its dashboard's output is
 replaced by this record: the run's own part of the transcript (assistant text, tool calls and their
 results, a failure or stop), then the one-line summary, as ``text/markdown`` with a ``text/plain``
-twin; its untrusted parts go through ``safe_markdown`` (raw HTML and script links from a model never run).
+twin; its untrusted parts go through ``safe_markdown`` (raw HTML and script links from a model never run),
+and so does the joined document, once, as a whole: a renderer reads the record as one document (a
+reply's unclosed fence would otherwise run on into the next piece), so that pass is what decides.
+Terminal control sequences (OSC 52 clipboard writes, BEL, colours) are removed from both twins.
 Both are deterministic for a given run (no ids, no timings) so nbval can compare them.
 """
 
@@ -16,11 +19,13 @@ from collections.abc import Sequence
 from typing import Final
 
 from tinyagents_nb.harness import AssistantMessage, Message, ToolMessage, UserMessage
+from tinyagents_nb.notebook import describe_call
 from tinyagents_nb.rlm import REPL_TOOL, reply_parts
-from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown
+from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown, strip_controls
 
 from ._display import error_line, summary_line
 from ._handle import NotebookRun
+from ._notebook import proposals_of
 
 __all__ = ["live_text", "record_bundle"]
 
@@ -86,6 +91,31 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
         pieces.append((f"**{_escape(line)}**", line))
     if run.status == "cancelled":
         pieces.append(("*— stopped here —*", "— stopped here —"))
+    return pieces + _proposed(run)
+
+
+def _notebook_call(phrase: str, name: str, arguments: object) -> tuple[str, str]:
+    """A notebook tool call as a sentence; ``run_code`` shows its code under it."""
+    words = "".join(_code(part) if i % 2 else _escape(part) for i, part in enumerate(phrase.split("`")))
+    code = arguments.get("code") if isinstance(arguments, dict) and name == "run_code" else None
+    if not isinstance(code, str):
+        return f"🔧 {words}", phrase
+    fence = _fence(code)
+    block = f"{fence}python\n{code.rstrip()}\n{fence}"
+    return f"🔧 {words}\n\n{safe_markdown(block)}", f"{phrase}\n{block}"
+
+
+def _proposed(run: NotebookRun) -> list[tuple[str, str]]:
+    """Every cell the run proposed, with its code (a frontend inserts only the first; copy the others)."""
+    proposals = proposals_of(run.run_id)
+    pieces: list[tuple[str, str]] = []
+    for number, proposal in enumerate(proposals, 1):
+        where = "sent to the notebook as a new cell below" if proposal.inserted else "copy it into a new cell"
+        title = f"proposed cell {number} of {len(proposals)} ({where})"
+        note = f": {proposal.note.strip()}" if proposal.note.strip() else ""
+        fence = _fence(proposal.code)
+        block = f"{fence}python\n{proposal.code.rstrip()}\n{fence}"
+        pieces.append((f"📝 {_escape(title + note)}\n\n{safe_markdown(block)}", f"{title}{note}\n{block}"))
     return pieces
 
 
@@ -110,8 +140,12 @@ def _messages(
                 if call.name == REPL_TOOL and (call.id in steps_of or not call.arguments.get("blocks")):
                     hidden.add(call.id)
                     continue
-                args = _clip(json.dumps(dict(call.arguments), ensure_ascii=False, default=str), _ARGS)
-                pieces.append((f"🔧 {_code(call.name)} {_code(args)}", f"tool call: {call.name} {args}"))
+                phrase = describe_call(call.name, call.arguments)
+                if phrase is not None:  # a notebook tool: what it did, in words (code calls show their code)
+                    pieces.append(_notebook_call(phrase, call.name, call.arguments))
+                else:
+                    args = _clip(json.dumps(dict(call.arguments), ensure_ascii=False, default=str), _ARGS)
+                    pieces.append((f"🔧 {_code(call.name)} {_code(args)}", f"tool call: {call.name} {args}"))
                 pieces += [_line(d.text()) for d in decided.pop(call.id, [])]
         elif isinstance(message, ToolMessage):
             if message.tool_call_id in hidden:
@@ -197,7 +231,9 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     model = run.model.replace("`", "").replace("<", "")
     markdown = [f"**{title}** · `{model}`", *(md for md, _ in pieces), f"`{summary}`"]
     plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
-    return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
+    # One pass over the document as the renderer will read it; the package's own layout tags stay.
+    document = safe_markdown("\n\n".join(markdown), layout_tags=True)
+    return {"text/markdown": document, "text/plain": strip_controls("\n".join(plain))}
 
 
 def live_text(run: NotebookRun) -> str:

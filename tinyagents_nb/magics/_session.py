@@ -58,6 +58,8 @@ from ._tracing import SessionTracing
 if TYPE_CHECKING:
     import pandas as pd
 
+    from tinyagents_nb.notebook import NotebookAccess
+
 __all__ = ["NotebookSession", "agent_tool", "get_session"]
 
 P = ParamSpec("P")
@@ -103,6 +105,8 @@ class NotebookSession:
         """``auto`` (ask when the frontend can answer), ``ask``, ``deny`` or ``approve`` (see ``_budget``)."""
         self.can_answer: Callable[[], bool] = lambda: True
         """Whether whoever executes the current cell can click (the magics read the kernel's request)."""
+        self.notebook: NotebookAccess | None = None
+        """What the agent may see and do in the notebook (set by the extension in a kernel; see ``_notebook``)."""
         self._built: dict[str, ChatModel] = {}
         self._offline: ChatModel | None = None
         self.loop = SessionLoop()
@@ -257,10 +261,11 @@ class NotebookSession:
         timeout_s: float | None = None,
         name: str | None = None,
         cell_key: str | None = None,
+        extra_tools: Sequence[Tool] = (),
     ) -> NotebookRun:
         """Prepare a steerable run of ``prompt`` in the current (or given, or a new) thread; not started yet.
 
-        ``tools=None`` offers every registered tool. ``run.start()`` (or awaiting it) runs it on
+        ``tools=None`` offers every registered tool; ``extra_tools`` are offered besides (the notebook tools). ``run.start()`` (or awaiting it) runs it on
         the session's loop thread, queued behind the unfinished run of its thread if there is one.
 
         Raises:
@@ -280,7 +285,7 @@ class NotebookSession:
         attended, unattended = unattended_decision(self.approvals, self.can_answer)
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
-            tools=[*selected, *servers],
+            tools=[*selected, *extra_tools, *servers],
             middleware=[self._memory, DurableJournal(self.run_store, agent=name, model=self.model_name(model))],
             policy=RunPolicy(limits=limits, unattended_approval=unattended),
             system_prompt=system or self.system_prompt,

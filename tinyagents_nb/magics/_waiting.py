@@ -83,8 +83,17 @@ def _interrupted(run: NotebookRun, count: int, say: Callable[[str], None]) -> bo
     return True
 
 
-def wait_sync(run: NotebookRun, future: Future[AgentRun], *, delivery: Delivery, say: Callable[[str], None]) -> bool:
+def wait_sync(
+    run: NotebookRun,
+    future: Future[AgentRun],
+    *,
+    delivery: Delivery,
+    say: Callable[[str], None],
+    work: Callable[[], object] | None = None,
+) -> bool:
     """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
+
+    ``work`` is called at each poll, on this (the main) thread: the code the agent runs in the kernel.
 
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
@@ -93,8 +102,19 @@ def wait_sync(run: NotebookRun, future: Future[AgentRun], *, delivery: Delivery,
         from jupyter_ui_poll import ui_events
 
         with ui_events() as poll:
-            return _wait_loop(run, future, say, lambda: poll(10))
-    return _wait_loop(run, future, say, None)
+            return _wait_loop(run, future, say, _both(lambda: poll(10), work))
+    return _wait_loop(run, future, say, work)
+
+
+def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Callable[[], object]:
+    if work is None:
+        return pump
+
+    def both() -> None:
+        pump()
+        work()
+
+    return both
 
 
 def _wait_loop(
@@ -116,8 +136,16 @@ def _wait_loop(
         return True
 
 
-def wait_runs(futures: Sequence[Future[AgentRun]], *, timeout_s: float | None, delivery: Delivery) -> WaitOutcome:
+def wait_runs(
+    futures: Sequence[Future[AgentRun]],
+    *,
+    timeout_s: float | None,
+    delivery: Delivery,
+    work: Callable[[], object] | None = None,
+) -> WaitOutcome:
     """Block until every future resolved (``%agent wait``), pumping the kernel when ``delivery == "pump"``.
+
+    ``work`` is called at each poll on this (the main) thread, as in ``wait_sync``.
 
     ■ stops the wait and leaves the runs going: unlike a waiting cell, this cell did not start them.
     """
@@ -140,8 +168,8 @@ def wait_runs(futures: Sequence[Future[AgentRun]], *, timeout_s: float | None, d
         from jupyter_ui_poll import ui_events
 
         with ui_events() as poll:
-            return waited(lambda: poll(10))
-    return waited(None)
+            return waited(_both(lambda: poll(10), work))
+    return waited(work)
 
 
 async def wait_async(run: NotebookRun, future: Future[AgentRun], *, say: Callable[[str], None]) -> bool:

@@ -6,8 +6,11 @@ cancels them), behind a semaphore, and counts them against ``max_sub_queries``. 
 here is *fatal*: it is remembered and ends the run once the environment has stopped the block.
 
 ``BridgeServer`` exposes it to a child kernel: JSON lines over TCP on 127.0.0.1, one random token
-per run, checked in constant time before any request is read. It lives on the run's event loop
-and is closed (with every request still in flight) when the run ends.
+per run, checked in constant time before any request is read. Any local process can connect, so
+nothing is buffered for a peer before it proves the token: the hello is a short line read under a
+deadline, the stream buffer is small, and even an authenticated request line is bounded
+(``REQUEST_LIMIT``). It lives on the run's event loop and is closed (with every request still in
+flight) when the run ends.
 """
 
 from __future__ import annotations
@@ -29,7 +32,43 @@ from ._config import RLMLimits
 
 __all__ = ["BridgeServer", "SubQueries"]
 
-_LINE_LIMIT = 1 << 30  # a prompt may carry a large chunk of the context
+_BUFFER = 1 << 16  # what the stream reads ahead of a line: small, so a peer cannot make it grow
+_HELLO_LIMIT = 256  # {"token": "<64 hex>"} and a newline
+_HELLO_TIMEOUT_S = 10.0
+REQUEST_LIMIT = 64 << 20  # one request line: a prompt may carry a large chunk of the context, never more than this
+
+
+class _LineTooLong(Exception):
+    pass
+
+
+async def _read_line(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """One line of at most ``limit`` bytes (``b""`` at the end of the stream); longer raises ``_LineTooLong``.
+
+    ``readuntil`` alone would either refuse lines longer than the stream's (small) buffer or, with a
+    large buffer, hold whatever a peer sends without a newline.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        try:
+            chunk = await reader.readuntil(b"\n")
+        except asyncio.IncompleteReadError as exc:  # the end of the stream: a partial line is dropped
+            if exc.partial or chunks:
+                raise ConnectionError("the connection ended inside a line") from None
+            return b""
+        except asyncio.LimitOverrunError as exc:
+            chunk = await reader.readexactly(exc.consumed)
+            size += len(chunk)
+            if size > limit:
+                raise _LineTooLong from None
+            chunks.append(chunk)
+            continue
+        size += len(chunk)
+        if size > limit:
+            raise _LineTooLong
+        chunks.append(chunk)
+        return b"".join(chunks)
 
 
 class SubQueries:
@@ -129,7 +168,7 @@ class BridgeServer:
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=_LINE_LIMIT)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, limit=_BUFFER)
         self.port = int(self._server.sockets[0].getsockname()[1])
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -138,14 +177,24 @@ class BridgeServer:
             self._tasks.add(task)
         self._writers.add(writer)
         try:
-            hello = await reader.readline()
             try:
+                with anyio.fail_after(_HELLO_TIMEOUT_S):
+                    hello = await _read_line(reader, _HELLO_LIMIT)
                 token = json.loads(hello).get("token", "")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, _LineTooLong, TimeoutError):
                 token = ""
             if not isinstance(token, str) or not hmac.compare_digest(token.encode(), self.token.encode()):
                 return
-            while line := await reader.readline():
+            while True:
+                try:
+                    line = await _read_line(reader, REQUEST_LIMIT)
+                except _LineTooLong:
+                    too_long = {"ok": False, "type": "ValueError", "error": f"request over {REQUEST_LIMIT:,} bytes"}
+                    writer.write(json.dumps(too_long).encode() + b"\n")
+                    await writer.drain()
+                    return  # the rest of that line cannot be told from a next request: the channel closes
+                if not line:
+                    return
                 try:
                     payload = json.loads(line)
                 except ValueError:

@@ -15,6 +15,8 @@ __all__ = ["describe_context", "describe_value"]
 
 _PREVIEW = 160
 _COLUMNS = 30
+_COLUMN_NAME = 60
+_DESCRIPTION = 2_000  # one value's paragraph, whatever the value: the last word on size
 _repr = reprlib.Repr()
 _repr.maxstring = _PREVIEW
 _repr.maxother = _PREVIEW
@@ -27,8 +29,17 @@ def _clip(text: str, limit: int = _PREVIEW) -> str:
 
 
 def describe_value(name: str, value: Any) -> str:
-    """One bounded paragraph about ``value``: what it is, how big, and how it starts."""
-    kind = f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins.")
+    """One bounded paragraph about ``value``: what it is, how big, and how it starts.
+
+    Each part is cut (a column name, a key, a type name) and so is the whole, at ``_DESCRIPTION``
+    characters: names come from the data too (a headerless ``read_csv`` names columns by their
+    first row, which may be a 100,000-character line).
+    """
+    return _clip(_describe(_clip(name, 80), value), _DESCRIPTION)
+
+
+def _describe(name: str, value: Any) -> str:
+    kind = _clip(f"{type(value).__module__}.{type(value).__qualname__}".removeprefix("builtins."), 120)
     if isinstance(value, str):
         lines = value.count("\n") + 1 if value else 0
         more = "…" if len(value) > _PREVIEW else ""
@@ -39,7 +50,8 @@ def describe_value(name: str, value: Any) -> str:
     columns = getattr(value, "columns", None)
     dtypes = getattr(value, "dtypes", None)
     if shape is not None and columns is not None and dtypes is not None:  # a DataFrame, by its duck type
-        schema = ", ".join(f"{c}: {t}" for c, t in list(zip(columns, dtypes, strict=False))[:_COLUMNS])
+        pairs = zip(list(columns[:_COLUMNS]), list(dtypes[:_COLUMNS]), strict=False)
+        schema = ", ".join(f"{_clip(str(c), _COLUMN_NAME)}: {_clip(str(t), 40)}" for c, t in pairs)
         more = f", … {len(columns) - _COLUMNS} more columns" if len(columns) > _COLUMNS else ""
         return f"- `{name}`: {kind}, shape {tuple(shape)}; columns: {schema}{more}"
     if shape is not None:

@@ -8,8 +8,10 @@ limit), and both turn an exception in the block into output: errors are data for
 
 from __future__ import annotations
 
+import io
 import keyword
 import re
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
@@ -19,9 +21,13 @@ from ._config import ContextValueError
 if TYPE_CHECKING:
     from ._bridge import SubQueries
 
-__all__ = ["Environment", "ExecutionResult", "StopReason", "check_names", "trim_traceback"]
+__all__ = ["BoundedOutput", "Environment", "ExecutionResult", "StopReason", "check_names", "trim_traceback"]
 
 StopReason = Literal["stop", "timeout"]
+OUTPUT_HEAD = 1_000_000
+"""Characters of a block's output kept from its start (the model sees far fewer: ``max_output_chars``)."""
+OUTPUT_TAIL = 4_000
+"""Characters kept from its end, after a flood: where a loop's last lines and the error are."""
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _TRACEBACK_LINES = 12
 _RESERVED = frozenset({"llm", "llm_batch", "FINAL", "FINAL_VAR", "RLMCallError"})
@@ -77,6 +83,59 @@ class Environment(Protocol):
     def close(self) -> None:
         """Shut the environment down for good (a child kernel is stopped)."""
         ...
+
+
+class BoundedOutput(io.TextIOBase):
+    """A write-only text stream that keeps a block's first ``head`` and last ``tail`` characters.
+
+    What a block prints is held while it streams, so it must be bounded then, not cut afterwards: a
+    50 MB ``print`` or a ``while True: print()`` would otherwise grow the notebook process until the
+    block's timeout. The middle is counted, not kept, and ``getvalue`` says how much went.
+    """
+
+    def __init__(self, *, head: int = OUTPUT_HEAD, tail: int = OUTPUT_TAIL) -> None:
+        super().__init__()
+        self._limits = (head, tail)
+        self._head: list[str] = []
+        self._head_len = 0
+        self._tail = ""
+        self._overflow = 0  # characters past the head, kept (the tail) or not
+        self._lock = threading.Lock()
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        head, tail = self._limits
+        size = len(text)
+        with self._lock:
+            start = 0
+            room = head - self._head_len
+            if room > 0:
+                part = text[:room]
+                self._head.append(part)
+                self._head_len += len(part)
+                start = len(part)
+            rest = size - start  # never sliced whole: a copy of a 50 MB rest is what this avoids
+            if rest > 0:
+                self._overflow += rest
+                keep = min(tail, rest)
+                self._tail = (self._tail + text[size - keep :])[-tail:] if keep else ""
+        return size
+
+    @property
+    def dropped(self) -> int:
+        """Characters written but not kept."""
+        return self._overflow - len(self._tail)
+
+    def getvalue(self) -> str:
+        with self._lock:
+            kept = "".join(self._head)
+            if self._overflow == 0:
+                return kept
+            dropped = self._overflow - len(self._tail)
+            note = f"\n[… output flood: {dropped:,} characters in the middle were not kept]\n" if dropped else ""
+            return kept + note + self._tail
 
 
 def check_names(values: Mapping[Any, Any]) -> None:

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
-__all__ = ["RLMCallError", "install", "socket_transport"]
+__all__ = ["RLMCallError", "cap_output", "install", "socket_transport"]
 
 Transport = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -102,3 +102,92 @@ def socket_transport(port: int, token: str) -> Transport:
         return reply
 
     return call
+
+
+class _Capped:
+    """A stream forwarding at most ``head`` characters per block, then keeping only the last ``tail``."""
+
+    def __init__(self, inner: Any, head: int, tail: int) -> None:
+        self.inner = inner
+        self.limits = (head, tail)
+        self.reset()
+
+    def reset(self) -> None:
+        self.sent = 0
+        self.tail = ""
+        self.overflow = 0
+
+    def write(self, text: str) -> int:
+        head, tail = self.limits
+        size = len(text)
+        start = 0
+        room = head - self.sent
+        if room > 0:
+            part = text[:room]
+            self.inner.write(part)
+            self.sent += len(part)
+            start = len(part)
+        rest = size - start  # never sliced whole: a copy of a 50 MB rest is what this avoids
+        if rest > 0:
+            self.overflow += rest
+            keep = min(tail, rest)
+            self.tail = (self.tail + text[size - keep :])[-tail:] if keep else ""
+        return size
+
+    def finish(self) -> None:
+        """After a block: the kept end, with how much of the middle was not sent."""
+        if self.overflow:
+            dropped = self.overflow - len(self.tail)
+            note = f"\n[… output flood: {dropped:,} characters in the middle were not kept]\n" if dropped else ""
+            self.inner.write(note + self.tail)
+            self.inner.flush()
+        self.reset()
+
+    def __getattr__(self, name: str) -> Any:  # flush, fileno, encoding, isatty, ...
+        return getattr(self.inner, name)
+
+
+def cap_output(shell: Any, head: int, tail: int) -> None:
+    """In the child kernel: bound what a block's ``stdout``/``stderr`` send while it runs.
+
+    A 50 MB ``print`` would otherwise travel as one 50 MB message, and ``while True: print()`` as an
+    endless stream, into the notebook process; the model sees a few thousand characters of it.
+    Idempotent: the setup runs again for every RLM run in the same kernel.
+    """
+    import sys
+
+    capped: list[_Capped] = []
+    for name in ("stdout", "stderr"):
+        current = getattr(sys, name)
+        inner = getattr(current, "inner", current) if type(current).__name__ == "_Capped" else current
+        stream = _Capped(inner, head, tail)
+        setattr(sys, name, stream)
+        capped.append(stream)
+
+    def before(*_: Any) -> None:
+        for stream in capped:
+            stream.reset()
+
+    def after(*_: Any) -> None:
+        for stream in capped:
+            stream.finish()
+
+    hook = shell.displayhook  # a last expression's value: only its text is read, cut to the head
+    write = getattr(hook, "_tinyagents_write", None) or hook.write_format_data
+
+    def write_format_data(format_dict: dict[str, Any], md_dict: Any = None) -> None:
+        text = format_dict.get("text/plain")
+        if isinstance(text, str) and len(text) > head:
+            text = text[:head] + f"\n[… {len(text) - head:,} more characters of this value were not kept]"
+        write({"text/plain": text} if text is not None else {}, md_dict)
+
+    hook._tinyagents_write = write
+    hook.write_format_data = write_format_data
+    for event, callback in getattr(shell, "_tinyagents_cap_hooks", ()):
+        try:
+            shell.events.unregister(event, callback)
+        except ValueError:
+            pass
+    shell.events.register("pre_run_cell", before)
+    shell.events.register("post_run_cell", after)
+    shell._tinyagents_cap_hooks = (("pre_run_cell", before), ("post_run_cell", after))

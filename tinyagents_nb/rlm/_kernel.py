@@ -8,8 +8,10 @@ client does not care which event loop a run uses); the run's loop only awaits th
 
 What it isolates: the model's code runs in another process, so a crash, a ``sys.exit`` or a
 runaway loop cannot take the notebook's kernel down, and Stop interrupts it with SIGINT (a kernel
-that ignores the interrupt is restarted). Environment variables that look like secrets are removed
-from the child's environment. What it does not isolate: the child runs as the same user, with the
+that ignores the interrupt is restarted). Environment variables that are secrets are kept from the
+child: by name (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ``*PASSW*``, ``*CREDENTIAL*``, ``*AUTH*``)
+or by value (``looks_like_credential``: ``GITHUB_PAT=ghp_…``, an ``sk-…`` key under any name);
+a URL with a password (``DATABASE_URL``) is passed with the password masked. What it does not isolate: the child runs as the same user, with the
 same files, network and packages: it is not a security boundary.
 """
 
@@ -35,10 +37,20 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tinyagents_nb.harness.observability import looks_like_credential
+
 from . import _helpers
 from ._bridge import BridgeServer
 from ._config import ContextValueError, RLMError
-from ._environment import ExecutionResult, StopReason, check_names, trim_traceback
+from ._environment import (
+    OUTPUT_HEAD,
+    OUTPUT_TAIL,
+    BoundedOutput,
+    ExecutionResult,
+    StopReason,
+    check_names,
+    trim_traceback,
+)
 
 if TYPE_CHECKING:
     from ._bridge import SubQueries
@@ -47,12 +59,21 @@ __all__ = ["KernelEnvironment"]
 
 _SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH", re.IGNORECASE)
 _POLL_S = 0.05
-_MAX_CAPTURE = 1_000_000  # characters kept of one block's output (the model sees far fewer)
 _SPEC = "tinyagents-rlm"
 
 
+_URL_PASSWORD = re.compile(r"(?i)^([a-z][a-z0-9+.\-]*://[^\s:/@]*:)[^\s@/]+@")
+
+
 def _child_env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not _SECRET_NAME.search(k)}
+    env: dict[str, str] = {}
+    for name, value in os.environ.items():
+        if _SECRET_NAME.search(name):
+            continue
+        masked = _URL_PASSWORD.sub(r"\1***@", value)
+        if looks_like_credential(masked.replace(":***@", "@")):  # a key shape anywhere else in it
+            continue
+        env[name] = masked
     env["PYDEVD_DISABLE_FILE_VALIDATION"] = "1"
     env.pop("TINYAGENTS_NB_BLOCKING", None)
     return env
@@ -96,23 +117,24 @@ def __rlm_setup(path, port, token, source):
         except Exception as exc:
             failed[name] = f"{{type(exc).__name__}}: {{exc}}"
     helpers["install"](ns, helpers["socket_transport"](port, token))
+    helpers["cap_output"](get_ipython(), {head!r}, {tail!r})
     print(json.dumps(failed))
 __rlm_setup({path!r}, {port!r}, {token!r}, {source!r})
 del __rlm_setup
 """
 
 
-def _absorb(msg: dict[str, Any], parts: list[str]) -> str | None:
+def _absorb(msg: dict[str, Any], parts: BoundedOutput) -> str | None:
     """Add one IOPub message's text to ``parts``; returns the exception name of an ``error``."""
     kind, content = msg["msg_type"], msg["content"]
     if kind == "stream":
-        parts.append(content["text"])
+        parts.write(content["text"])
     elif kind in ("execute_result", "display_data"):
         text = content.get("data", {}).get("text/plain")
         if text:
-            parts.append(text + "\n")
+            parts.write(text + "\n")
     elif kind == "error":
-        parts.append(trim_traceback("\n".join(content.get("traceback", ()))) + "\n")
+        parts.write(trim_traceback("\n".join(content.get("traceback", ()))) + "\n")
         return str(content.get("ename", "Error"))
     return None
 
@@ -245,7 +267,9 @@ class KernelEnvironment:
         with os.fdopen(fd, "wb") as f:
             pickle.dump(blobs, f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
-            self._run_setup(_SETUP.format(path=path, port=port, token=token, source=inspect.getsource(_helpers)))
+            source = inspect.getsource(_helpers)
+            setup = _SETUP.format(path=path, port=port, token=token, source=source, head=OUTPUT_HEAD, tail=OUTPUT_TAIL)
+            self._run_setup(setup)
         finally:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(path)
@@ -297,8 +321,7 @@ class KernelEnvironment:
                 kc.get_shell_msg(timeout=0)
         started = time.monotonic()
         msg_id = kc.execute(code, store_history=False, allow_stdin=False, stop_on_error=False)
-        parts: list[str] = []
-        captured = 0
+        parts = BoundedOutput()  # the child forwards a bounded amount too (``cap_output``): this is the backstop
         error_type: str | None = None
         stopped: StopReason | None = None
         interrupted_at: float | None = None
@@ -309,16 +332,7 @@ class KernelEnvironment:
             except queue.Empty:
                 msg = None
             if msg is not None and msg["parent_header"].get("msg_id") == msg_id:
-                before = len(parts)
                 error_type = _absorb(msg, parts) or error_type
-                captured += sum(len(p) for p in parts[before:])
-                if captured > _MAX_CAPTURE:  # a flood: keep the head and the latest part, bounded
-                    parts[:] = [
-                        parts[0][:_MAX_CAPTURE],
-                        "\n[… output flood: the middle was dropped]\n",
-                        parts[-1][-4_000:],
-                    ]
-                    captured = sum(len(p) for p in parts)
                 if msg["msg_type"] == "status" and msg["content"].get("execution_state") == "idle":
                     break
             now = time.monotonic()
@@ -332,18 +346,18 @@ class KernelEnvironment:
                     interrupted_at = now
             elif now - interrupted_at > self.interrupt_grace_s:
                 # kill it now (a restart would hold Stop up); the next block or run starts a fresh kernel
-                parts.append("[the block ignored the interrupt: the REPL kernel was stopped, its variables are lost]\n")
+                parts.write("[the block ignored the interrupt: the REPL kernel was stopped, its variables are lost]\n")
                 _shutdown(self._state)
                 error_type = error_type or "KeyboardInterrupt"
                 break
             if now > next_alive_check:
                 next_alive_check = now + 1.0
                 if not km.is_alive():
-                    parts.append("[the REPL kernel died while running this block]\n")
+                    parts.write("[the REPL kernel died while running this block]\n")
                     error_type = error_type or "KernelDied"
                     break
         return ExecutionResult(
-            output="".join(parts), error_type=error_type, stopped=stopped, duration_s=time.monotonic() - started
+            output=parts.getvalue(), error_type=error_type, stopped=stopped, duration_s=time.monotonic() - started
         )
 
     async def end_run(self) -> None:

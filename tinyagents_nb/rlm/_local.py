@@ -21,14 +21,13 @@ import asyncio
 import builtins
 import ctypes
 import functools
-import io
 import threading
 import time
 import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._environment import ExecutionResult, StopReason, check_names, trim_traceback
+from ._environment import BoundedOutput, ExecutionResult, StopReason, check_names, trim_traceback
 from ._helpers import install
 
 if TYPE_CHECKING:
@@ -77,7 +76,7 @@ class LocalEnvironment:
             raise RuntimeError("LocalEnvironment.execute before start_run")
         self._blocks += 1
         filename = f"<rlm-block-{self._blocks}>"
-        buffer = io.StringIO()
+        buffer = BoundedOutput()  # bounded while the block prints, not cut afterwards
         namespace["print"] = functools.partial(print, file=buffer)
         outcome: dict[str, BaseException] = {}
         done = threading.Event()
@@ -129,7 +128,7 @@ def _run_block(
     code: str,
     filename: str,
     namespace: dict[str, Any],
-    buffer: io.StringIO,
+    buffer: BoundedOutput,
     outcome: dict[str, BaseException],
     done: threading.Event,
 ) -> None:

@@ -120,7 +120,8 @@ class RLM:
             model=REPLDialect(self.model, state),
             tools=[REPLTool(state)],
             middleware=[RLMMiddleware(state), *self.middleware],
-            policy=dataclasses.replace(self.policy, limits=run_limits),
+            # its one tool's output is bounded by the RLM's own ``max_output_chars`` (and while it streams)
+            policy=dataclasses.replace(self.policy, limits=run_limits, tool_result_limit=None),
             name=self.name,
             pressure=None,
         )

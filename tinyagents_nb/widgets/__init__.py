@@ -13,6 +13,10 @@ from __future__ import annotations
 from ._dashboard import (
     RunDashboard as RunDashboard,
 )
+from ._map_view import (
+    MapView as MapView,
+    map_record as map_record,
+)
 from ._markdown import (
     render_markdown as render_markdown,
 )
@@ -24,14 +28,18 @@ from ._runlog import (
 )
 from ._safe_markdown import (
     safe_markdown as safe_markdown,
+    strip_controls as strip_controls,
 )
 
 __all__ = [
     "Alert",
     "CodeStep",
     "Decision",
+    "MapView",
     "RunDashboard",
     "RunLog",
+    "map_record",
     "render_markdown",
     "safe_markdown",
+    "strip_controls",
 ]

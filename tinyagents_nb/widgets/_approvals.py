@@ -74,11 +74,17 @@ class ApprovalCard:
             except ValueError as exc:
                 self.notice = f"the arguments are not valid JSON: {exc}"
                 return
-        self._decide(lambda: self._stream.approve(self.request.call_id, arguments=edited, by="dashboard"))
+        self._decide(
+            lambda: self._stream.approve(
+                self.request.call_id, run_id=self.request.run_id, arguments=edited, by="dashboard"
+            )
+        )
 
     def _on_deny(self, _button: object) -> None:
         reason = str(self.reason.value).strip() or None
-        self._decide(lambda: self._stream.deny(self.request.call_id, reason, by="dashboard"))
+        self._decide(
+            lambda: self._stream.deny(self.request.call_id, reason, run_id=self.request.run_id, by="dashboard")
+        )
 
     def _decide(self, action: Any) -> None:
         try:

@@ -74,12 +74,16 @@ class EventRouter:
             "tool.started": self._on_tool_started,
             "tool.completed": self._on_tool_completed,
             "tool.failed": self._on_tool_failed,
+            "tool.delta": self._on_tool_delta,
             "subagent.started": self._on_subagent_started,
             "subagent.completed": lambda e: tree.finish(e.child_run_id, e.status),
             "context.pressure": self._on_pressure,
             "steering.applied": self._on_steering,
             "retry.scheduled": self._on_retry,
             "model.discarded": lambda e: self._transcript.discard_call(e.run_id, e.call_id),
+            "model.retracted": lambda e: self._transcript.retract_call(
+                e.run_id, e.call_id, f"guardrail {e.guardrail!r} blocked it ({e.reason})"
+            ),
             "fallback.used": lambda e: self._note(e, f"fallback: {e.from_model} → {e.to_model} ({e.error})"),
             "limit.reached": self._on_limit,
             "guardrail.tripped": self._on_guardrail,
@@ -163,6 +167,11 @@ class EventRouter:
             return
         caption = self._tree.caption(event.run_id)
         self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
+
+    def _on_tool_delta(self, event: Any) -> None:
+        data = event.data
+        if isinstance(data, dict) and data.get("summary") and event.message:
+            self._tools.summarised(event.run_id, event.call_id, event.message)
 
     def _on_tool_completed(self, event: Any) -> None:
         self._state.tool_calls += 1

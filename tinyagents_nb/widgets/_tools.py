@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -14,6 +15,8 @@ ToolStatus = Literal["running", "ok", "error"]
 
 _ARGS_CHARS: Final = 300
 _OUTPUT_CHARS: Final = 600
+_CODE_CHARS: Final = 2_000
+_TICKED: Final = re.compile(r"`([^`]+)`")
 _PRE: Final = (
     "margin:2px 0 6px;padding:4px 6px;background:rgba(127,127,127,.1);white-space:pre-wrap;word-break:break-word"
 )
@@ -27,6 +30,10 @@ class ToolCallRow:
     name: str
     arguments: str
     caption: str = ""
+    summary: str = ""
+    """What the call did, in words, when the tool says (a ``tool.delta`` marked as its summary)."""
+    code: str = ""
+    """The ``code`` argument of a code-running call, shown as code rather than JSON."""
     status: ToolStatus = "running"
     output: str = ""
     error_type: str = ""
@@ -56,7 +63,13 @@ class ToolCallsPane:
     def started(self, run_id: str, call_id: str, name: str, arguments: Any, caption: str) -> None:
         key = self.count
         self.count += 1
-        self.rows[key] = ToolCallRow(name=name, arguments=json_preview(arguments, _ARGS_CHARS), caption=caption)
+        code = arguments.get("code") if isinstance(arguments, dict) else None
+        self.rows[key] = ToolCallRow(
+            name=name,
+            arguments=json_preview(arguments, _ARGS_CHARS),
+            caption=caption,
+            code=truncate(code, _CODE_CHARS) if isinstance(code, str) else "",
+        )
         self._by_call[(run_id, call_id)] = key
         self._dirty.add(key)
         while len(self.rows) > self._max:
@@ -66,6 +79,14 @@ class ToolCallsPane:
             self.dropped += 1
         if len(self._by_call) > 2 * self._max:  # forget finished calls whose rows are gone
             self._by_call = {slot: k for slot, k in self._by_call.items() if k in self.rows}
+
+    def summarised(self, run_id: str, call_id: str, text: str) -> None:
+        """The tool said what the call did: the row's headline becomes that sentence."""
+        key = self._by_call.get((run_id, call_id))
+        row = self.rows.get(key) if key is not None else None
+        if row is not None and key is not None:
+            row.summary = text
+            self._dirty.add(key)
 
     def finished(
         self,
@@ -106,12 +127,20 @@ def _row_html(row: ToolCallRow) -> str:
         facts.append(format_duration(row.duration_s))
     if row.status == "error":
         facts.append(f'<span class="{tone}">{esc(row.error_type or "error")}</span>')
+    if row.summary:  # the tool's own words: `name` spans become code, everything else is escaped
+        headline = _TICKED.sub(r"<code>\1</code>", esc(row.summary))
+        facts.insert(0, esc(row.name))
+    else:
+        headline = f"<code>{esc(row.name)}</code>"
     summary = (
         f'<summary style="cursor:pointer"><span class="{tone}" style="font-weight:600">{mark}</span> '
-        f"<code>{esc(row.name)}</code> "
+        f"{headline} "
         f'<span style="opacity:.7">{" · ".join(facts)}</span></summary>'
     )
-    body = f'<div style="opacity:.75">arguments</div><pre style="{_PRE}">{esc(row.arguments)}</pre>'
+    if row.code:
+        body = f'<pre class="ta-code" style="{_PRE}"><code class="language-python">{esc(row.code)}</code></pre>'
+    else:
+        body = f'<div style="opacity:.75">arguments</div><pre style="{_PRE}">{esc(row.arguments)}</pre>'
     if row.status != "running":
         cls = f' class="{tone}"' if row.status == "error" else ""
         label = "error" if row.status == "error" else "result"

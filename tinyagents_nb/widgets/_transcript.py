@@ -24,7 +24,7 @@ from ._format import esc
 from ._markdown import render_markdown
 from ._rows import HtmlRows, Markdown
 from ._runlog import CodeStep
-from ._safe_markdown import safe_markdown
+from ._safe_markdown import safe_markdown, strip_controls
 
 __all__ = ["Segment", "SegmentKind", "TranscriptPane"]
 
@@ -57,6 +57,8 @@ class Segment:
     """What separated this segment from the previous one when a long answer was cut."""
     discarded: bool = False
     """A failed stream attempt's text (``model.discarded``): shown struck through, never part of the answer."""
+    retracted: str | None = None
+    """Why a guardrail withdrew this text (``model.retracted``): the text is no longer shown at all."""
     step: CodeStep | None = None
     """An RLM code step (kind ``step``): rendered from it, so its output shows once it arrives."""
 
@@ -116,6 +118,18 @@ class TranscriptPane:
         for key, segment in self.segments.items():
             if (segment.run_id, segment.call_id) == (run_id, call_id) and not segment.discarded:
                 segment.discarded = True
+                self._dirty.add(key)
+
+    def retract_call(self, run_id: str, call_id: str, why: str) -> None:
+        """A guardrail blocked model call ``call_id``'s answer: hide what streamed (it was blocked for its content)."""
+        self.end_call(run_id, call_id)
+        for key, segment in self.segments.items():
+            if (segment.run_id, segment.call_id) == (run_id, call_id) and segment.kind in ("text", "thinking"):
+                segment.discarded = True
+                segment.retracted = why
+                segment.answer = False
+                segment.parts = []
+                segment.size = 0
                 self._dirty.add(key)
 
     def add_note(self, text: str, caption: str = "", *, css: str = "ta-note") -> None:
@@ -257,6 +271,8 @@ def _segment_row(segment: Segment, previous: Segment | None) -> str | Markdown:
         )
     if segment.kind == "note":
         return f'<div class="{segment.css}">{who}{esc(segment.text)}</div>'
+    if segment.retracted is not None:
+        return f'<div class="ta-note">{who}answer withdrawn: {esc(segment.retracted)}</div>'
     if segment.discarded:
         return f'<div class="ta-dim" style="text-decoration:line-through">{who}{esc(segment.text)}</div>'
     if segment.kind == "thinking":
@@ -274,4 +290,4 @@ def _segment_row(segment: Segment, previous: Segment | None) -> str | Markdown:
     if segment.caption and not continued:
         source = f'<div class="ta-caption">▸ {esc(segment.caption)}</div>\n\n{source}'
     classes = ("ta-text", "ta-sub") if segment.caption else ("ta-text", "ta-answer") if segment.answer else ("ta-text",)
-    return Markdown(source, segment.text, classes)
+    return Markdown(source, strip_controls(segment.text), classes)

@@ -2,22 +2,27 @@
 
 Run as ``python calc_server.py`` (stdio) or ``python calc_server.py --http PORT`` (streamable HTTP
 on 127.0.0.1). ``MARKER_DIR`` (environment) is where ``slow`` records that it started and whether
-it saw the client's cancellation; ``CALC_ODD_NAMES`` adds tools whose names no provider accepts as is.
+it saw the client's cancellation; ``CALC_ODD_NAMES`` adds tools whose names no provider accepts as is,
+``CALC_CLASH_NAMES`` tools whose names are alike once made provider-safe, ``CALC_LEAKY`` a tool whose
+description and input schema quote ``CALC_SECRET``.
 """
 
 from __future__ import annotations
 
 import base64
 import os
+import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import Annotated
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.utilities.types import Image
+from pydantic import Field
 
 app = MCPServer("calc")
 MARKERS = Path(os.environ.get("MARKER_DIR", "."))
@@ -116,6 +121,34 @@ async def grow(ctx: Context) -> str:
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
+
+
+@app.tool()
+def spawn_helper() -> int:
+    """Start a helper process (as servers that wrap another program do) and return its pid."""
+    helper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(3600)"])
+    return helper.pid
+
+
+@app.tool()
+def big(megabytes: float) -> str:
+    """A result of that many megabytes (a whole log, a web page)."""
+    line = "0123456789abcdef" * 4 + "\n"
+    return (line * (int(megabytes * 1_000_000) // len(line) + 1))[: int(megabytes * 1_000_000)]
+
+
+if os.environ.get("CALC_CLASH_NAMES"):  # four names that all read `a_b` once made provider-safe
+    for clash in ("a b", "a.b", "a/b", "a_b"):
+        app.add_tool(echo, name=clash, description=f"echo, registered as {clash!r}")
+
+
+if os.environ.get("CALC_LEAKY"):
+    _secret = os.environ.get("CALC_SECRET", "")
+
+    def leaky(text: Annotated[str, Field(description=f"for example {_secret}")]) -> str:
+        return text
+
+    app.add_tool(leaky, name="leaky", description=f"Calls the backend with key {_secret}.")
 
 
 if os.environ.get("CALC_ODD_NAMES"):  # a dot and a slash; names too long once prefixed, alike but for their end

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 import time
@@ -14,6 +15,8 @@ import pytest
 
 from tinyagents_nb.harness import (
     AgentHarness,
+    ModelRequest,
+    ModelResponse,
     RunCancelled,
     RunContext,
     RunPolicy,
@@ -22,7 +25,7 @@ from tinyagents_nb.harness import (
     event_to_dict,
 )
 from tinyagents_nb.harness.mcp import MCPConnectionError, MCPServer, MCPTool
-from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
+from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel, ScriptedModel
 
 from .conftest import SECRET, SERVER, gone
 
@@ -332,3 +335,66 @@ def test_a_bad_requires_approval_is_a_configuration_error() -> None:
 
     with pytest.raises(ConfigurationError, match="requires_approval"):
         MCPServer.stdio("calc", sys.executable, ["x.py"], requires_approval=3)  # type: ignore[arg-type]
+
+
+def test_a_helper_process_the_server_started_does_not_outlive_close(stdio_server: Factory) -> None:
+    server = stdio_server()
+
+    async def helper_pid() -> int:
+        return int((await server.call_tool("spawn_helper", {})).text)
+
+    helper = asyncio.run(helper_pid())
+    assert not gone(helper, within_s=0.2)
+    server.close()  # the server exits at the end of its stdin; its helper must go too
+    assert gone(helper), f"helper process {helper} outlived the MCP server's close()"
+
+
+def test_a_helper_process_the_server_started_does_not_outlive_the_interpreter(markers: Path) -> None:
+    code = (
+        "import sys, asyncio\n"
+        "from tinyagents_nb.harness import MCPServer\n"
+        f"server = MCPServer.stdio('calc', sys.executable, [{str(SERVER)!r}], env={{'MARKER_DIR': {str(markers)!r}}})\n"
+        "print(asyncio.run(server.call_tool('spawn_helper', {})).text, flush=True)\n"
+    )  # no close(): interpreter exit must end the server and what it started
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    helper = int(out.stdout.strip())
+    assert gone(helper), f"helper process {helper} outlived the interpreter"
+
+
+def _reader_model() -> FunctionModel:
+    """Calls ``calc_big`` for 10 MB, then reads the kept raw output back from offset 5,000,000."""
+
+    def answer(request: ModelRequest) -> ModelResponse:
+        results = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if not results:
+            return ScriptedModel.tool_call("calc_big", {"megabytes": 10})
+        if len(results) == 1:
+            match = re.search(r"under key '([^']+)'", results[0].text)
+            if match is None:
+                return ScriptedModel.text("not cut")
+            return ScriptedModel.tool_call("read_tool_output", {"key": match.group(1), "offset": 5_000_000})
+        return ScriptedModel.text("read")
+
+    return FunctionModel(answer, model_name="reader")
+
+
+def test_a_10_mb_result_is_cut_at_arrival_kept_raw_and_readable_by_default(stdio_server: Factory) -> None:
+    model = _reader_model()
+    run = AgentHarness(model=model, tools=[stdio_server()]).run_sync("read the log")
+    first, page = [m for m in run.messages if isinstance(m, ToolMessage)]
+    assert len(first.text) <= 20_000
+    assert "of 10,000,000 chars" in first.text or "of 10000000 chars" in first.text
+    assert "read_tool_output" not in {s.name for s in model.requests[0].tools}  # offered only once needed
+    assert "read_tool_output" in {s.name for s in model.requests[1].tools}
+    assert page.text.startswith("[chars 5000000-5020000 of 10000000")
+    assert run.final_text == "read"
+
+
+def test_the_default_result_limit_is_configurable(stdio_server: Factory) -> None:
+    server = stdio_server()
+    small = AgentHarness(model=_reader_model(), tools=[server], policy=RunPolicy(tool_result_limit=5_000))
+    assert len(next(m for m in small.run_sync("go").messages if isinstance(m, ToolMessage)).text) <= 5_000
+    whole = AgentHarness(model=_reader_model(), tools=[server], policy=RunPolicy(tool_result_limit=None))
+    run = whole.run_sync("go")
+    assert len(next(m for m in run.messages if isinstance(m, ToolMessage)).text) == 10_000_000
+    assert run.final_text == "not cut"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -12,6 +13,8 @@ import pytest
 from tinyagents_nb.harness import AgentHarness, ConfigurationError, ToolMessage
 from tinyagents_nb.harness.mcp import MCPServer, MCPUnavailableError
 from tinyagents_nb.harness.testkit import ScriptedModel
+
+from .conftest import SECRET
 
 
 def test_a_stdio_server_shows_its_command_but_never_its_environment() -> None:
@@ -95,3 +98,30 @@ def test_without_the_extra_the_harness_imports_and_a_server_names_the_extra() ->
         "MCPUnavailableError | MCP servers need the optional `mcp` package: pip install 'tinyagents-nb[mcp]'"
     )
     assert issubclass(MCPUnavailableError, ConfigurationError)
+
+
+def test_tools_that_collide_once_made_provider_safe_all_stay_callable(stdio_server: Callable[..., MCPServer]) -> None:
+    server = stdio_server("calc", env={"CALC_CLASH_NAMES": "1"})
+    clashing = {
+        tool.remote_name: tool.name for tool in server.start() if tool.remote_name in ("a b", "a.b", "a/b", "a_b")
+    }
+    assert set(clashing) == {"a b", "a.b", "a/b", "a_b"}
+    assert clashing["a_b"] == "calc_a_b"  # the name that needed no change keeps it
+    assert len(set(clashing.values())) == 4
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in clashing.values())
+    calls = [ScriptedModel.tool_call(clashing[remote], {"text": remote}) for remote in ("a b", "a.b", "a/b", "a_b")]
+    run = AgentHarness(model=ScriptedModel([*calls, ScriptedModel.text("ok")]), tools=[server]).run_sync("all four")
+    assert [m.text for m in run.messages if isinstance(m, ToolMessage)] == ["a b", "a.b", "a/b", "a_b"]
+
+
+def test_secrets_in_tool_descriptions_and_input_schemas_never_reach_the_provider(
+    stdio_server: Callable[..., MCPServer],
+) -> None:
+    server = stdio_server("calc", env={"CALC_LEAKY": "1"})
+    model = ScriptedModel([ScriptedModel.tool_call("calc_leaky", {"text": "hi"}), ScriptedModel.text("ok")])
+    AgentHarness(model=model, tools=[server]).run_sync("go")
+    [leaky] = [s for s in model.requests[0].tools if s.name == "calc_leaky"]
+    assert "***" in leaky.description
+    assert "***" in json.dumps(leaky.parameters)
+    sent = json.dumps([[s.description, s.parameters] for r in model.requests for s in r.tools])
+    assert SECRET not in sent

@@ -123,3 +123,38 @@ async def test_a_real_adapters_context_error_is_compacted_and_resent(replay_serv
     assert second[-1] == first[-1]  # the current question is kept
     reactive = [e for e in rec.of_kind("context.pressure") if e.action == "reactive"]  # type: ignore[attr-defined]
     assert len(reactive) == 1
+
+
+async def test_what_a_rejection_taught_is_remembered_so_later_turns_are_not_rejected_again() -> None:
+    from tinyagents_nb.harness import ModelResponse, ToolCall, tool
+
+    @tool
+    def fetch(page: int) -> str:
+        """A page of a long document."""
+        return f"page {page}: " + "lorem ipsum " * 150
+
+    estimator = TokenEstimator.for_model("function")
+    limit = 4_000  # the provider's real limit; it counts 1.5x what we estimate
+    rejections: list[int] = []
+    pages = iter(range(1, 6))
+
+    def provider(request: Any) -> ModelResponse | str:
+        real = int(estimator.estimate(request.messages) * 1.5)
+        if real > limit:
+            rejections.append(real)
+            raise ContextLimitError("prompt is too long", estimated_tokens=real, limit_tokens=limit)
+        page = next(pages, None)
+        if page is None:
+            return "summary done"
+        call = ToolCall(id=f"p{page}", name="fetch", arguments={"page": page})
+        return ModelResponse(message=AssistantMessage(text="", tool_calls=(call,)))
+
+    from tinyagents_nb.harness.testkit import FunctionModel
+
+    harness = AgentHarness(model=FunctionModel(provider), tools=[fetch])  # no known window
+    run = await harness.invoke(long_history(25))
+    assert run.final_text == "summary done"
+    assert run.model_calls == 6
+    assert len(rejections) == 1  # learned once; every later turn was fitted to what it learned
+    assert harness.fitter.learned_prompt_tokens is not None
+    assert harness.fitter.learned_prompt_tokens < limit

@@ -157,3 +157,46 @@ def test_bad_configuration_is_rejected() -> None:
         ThreadCompaction(object())  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
         ShortTermMemory(InMemoryChatHistory(), compaction="yes")  # type: ignore[arg-type]
+
+
+async def test_the_default_compaction_shrinks_a_thread_of_many_short_messages(tmp_path: Path) -> None:
+    store = SQLiteStore(tmp_path / "chat.db")
+    history = StoreChatHistory(store)
+    chatter: list[Message] = []
+    for i in range(400):
+        chatter += [UserMessage(text=f"ok {i}"), AssistantMessage(text=f"sure {i}")]
+    history.append("t", chatter)
+    compaction = ThreadCompaction(trigger_tokens=3_000, keep_last=4, store=store)  # the default summarizer
+    before = compaction.estimator.estimate(chatter)
+    assert before > 3_000
+    ctx = RunContext(config=RunConfig(thread_id="t"), stores=StoreRegistry(default=store))
+    rec = EventRecorder(ctx.events)
+    await harness_for(ScriptedModel(["fine"]), history, compaction).invoke_in_context(ctx, "and now?")
+    stored = history.load("t")
+    assert len(stored) < 20  # summary + the kept turns + the new turn, not 800 messages
+    assert compaction.estimator.estimate(stored) < before // 2
+    assert "earlier messages omitted" in stored[0].text
+    assert "ok 0" in stored[0].text  # how it started
+    assert "sure 397" in stored[0].text  # and the latest of what was folded
+    (event,) = [e for e in rec.events if e.kind == "context.pressure"]
+    assert event.action == "compact_thread"  # type: ignore[attr-defined]
+    store.close()
+
+
+async def test_a_summary_that_would_not_shrink_the_thread_is_reported_not_silently_skipped() -> None:
+    class Verbose:
+        name = "verbose"
+
+        async def summarize(self, messages: Sequence[Message]) -> str:
+            return "a very long summary " * 5_000
+
+    history = InMemoryChatHistory()
+    history.append("t", old_turns(12))
+    compaction = ThreadCompaction(Verbose(), trigger_tokens=600, min_messages=10, keep_last=2)
+    ctx = RunContext(config=RunConfig(thread_id="t"))
+    rec = EventRecorder(ctx.events)
+    await harness_for(ScriptedModel(["fine"]), history, compaction).invoke_in_context(ctx, "q")  # type: ignore[arg-type]
+    (event,) = [e for e in rec.events if e.kind == "context.pressure"]
+    assert event.action == "compact_thread_skipped"  # type: ignore[attr-defined]
+    assert "would not shrink" in event.detail  # type: ignore[attr-defined]
+    assert len(history.load("t")) == 24 + 2  # kept as it was, plus the new turn

@@ -7,12 +7,22 @@ ones that import the SDK, and they load only when a server first starts: ``mcp``
 A stdio server's stderr goes to ``errlog``, a real file: the SDK hands it to the child process as a
 file descriptor, which a notebook kernel's ``sys.stderr`` (a ZMQ stream object) cannot provide,
 and a file never fills up and blocks a chatty server the way a pipe nobody reads would.
+
+No process a server started survives it. The SDK starts a stdio server as the leader of its own
+process group, but kills that group only when the server itself will not exit; a server that exits
+politely at the end of its stdin leaves its helpers (``npx`` wrappers, language servers, browsers)
+running under init. So the connection finds its server's group (the child of this process whose
+stderr is this connection's own log file) and, once the session is closed, ends what is left in it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
+import signal
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from types import TracebackType
@@ -101,6 +111,50 @@ async def _watched(transport: AbstractAsyncContextManager[Any], on_end: Callable
         yield _WatchedStream(read_stream, on_end), write_stream
 
 
+def server_group(errlog: TextIO) -> int | None:
+    """The process group led by the child of this process whose stderr is ``errlog`` (``None`` if not found).
+
+    The log file is private to one connection, so this tells servers started at the same time apart.
+    Read from ``/proc`` (Linux); elsewhere ``None``, and the SDK's own shutdown is all there is.
+    """
+    try:
+        log = os.fstat(errlog.fileno())
+        me = os.getpid()
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit():
+                continue
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                with open(f"/proc/{entry}/stat", "rb") as file:
+                    stat = file.read()
+                ppid = int(stat[stat.rindex(b")") + 2 :].split()[1])  # after "pid (comm) state"
+                if ppid != me:
+                    continue
+                pid = int(entry)
+                fd = os.stat(f"/proc/{pid}/fd/2")
+                if (fd.st_dev, fd.st_ino) == (log.st_dev, log.st_ino) and os.getpgid(pid) == pid:
+                    return pid
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+async def end_group(group: int, *, grace_s: float = 0.5) -> None:
+    """SIGTERM what is left in process group ``group``, then SIGKILL it after ``grace_s``."""
+    try:
+        os.killpg(group, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+        await anyio.sleep(0.02)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
+
+
 class Connection:
     """An open ``mcp.Client`` held by one task until ``close``; not ``usable`` once the server is gone."""
 
@@ -115,6 +169,7 @@ class Connection:
         self._task: asyncio.Task[None] | None = None
         self.closed = False
         self.lost = False  # the server ended the stream (a stdio process that exited): reconnect
+        self._group: int | None = None  # a stdio server's process group, ended at close
 
     @property
     def usable(self) -> bool:
@@ -142,6 +197,11 @@ class Connection:
                 await self.close()
             raise TimeoutError(f"no answer within {self.spec.startup_timeout_s:g} s")
 
+    def _note_group(self) -> None:
+        """Remember the stdio server's process group (it is started as its group's leader)."""
+        if self._errlog is not None and self._group is None:
+            self._group = server_group(self._errlog)
+
     async def _serve(self, ready: asyncio.Future[None]) -> None:
         try:
             with self._scope:
@@ -149,6 +209,7 @@ class Connection:
                     transport = _watched(await self._transport(stack), self._mark_lost)
                     client = Client(transport, message_handler=self._on_message, cache=None)
                     self._client = await stack.enter_async_context(client)
+                    self._note_group()  # entering the transport spawned the process: find it now
                     async with anyio.create_task_group() as tg:
                         if self._wants_listen(client):
                             tg.start_soon(self._listen, client)
@@ -177,18 +238,20 @@ class Connection:
         return streamable_http_client(spec.url, http_client=http)
 
     async def close(self) -> None:
-        """End the session and (stdio) the process; bounded, and safe to call more than once."""
+        """End the session, (stdio) the process and whatever it started; bounded, and safe to call more than once."""
         self._stop.set()
         task = self._task
-        if task is None or task.done():
-            self.closed = True
-            return
-        with anyio.move_on_after(_CLOSE_TIMEOUT_S):
-            await asyncio.shield(task)
-        if not task.done():  # a transport that would not wind down: cut it
-            self._scope.cancel()
+        if task is not None and not task.done():
             with anyio.move_on_after(_CLOSE_TIMEOUT_S):
                 await asyncio.shield(task)
+            if not task.done():  # a transport that would not wind down: cut it
+                self._scope.cancel()
+                with anyio.move_on_after(_CLOSE_TIMEOUT_S):
+                    await asyncio.shield(task)
+        self.closed = True
+        group, self._group = self._group, None
+        if group is not None:
+            await end_group(group)
 
     # ------------------------------------------------------------------ requests
     def _require(self) -> Client:

@@ -35,6 +35,20 @@ def local_name(server: str, remote: str) -> str:
     return name
 
 
+def unique_name(name: str, remote: str, taken: set[str]) -> str:
+    """``name``, or when another tool already has it, ``name`` with a hash of ``remote`` (then a counter)."""
+    if name not in taken:
+        return name
+    digest = hashlib.sha256(remote.encode()).hexdigest()[:8]
+    candidate = f"{name[: _MAX_NAME - 9]}_{digest}"
+    counter = 2
+    while candidate in taken:
+        suffix = f"_{digest}_{counter}"
+        candidate = f"{name[: _MAX_NAME - len(suffix)]}{suffix}"
+        counter += 1
+    return candidate
+
+
 def tool_schema(name: str, tool: types.Tool) -> ToolSchema:
     """The model-visible schema of a listed tool, under its local ``name``."""
     raw: dict[str, Any] = _strip_titles(dict(tool.input_schema))

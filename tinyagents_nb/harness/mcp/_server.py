@@ -26,6 +26,7 @@ import threading
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO, TypeAlias, TypeVar
 
 import anyio.to_thread
@@ -369,7 +370,7 @@ class MCPServer:
         self._stale = True
 
     async def _list_on_owner(self) -> tuple[MCPTool, ...]:
-        from ._convert import local_name, tool_schema
+        from ._convert import local_name, tool_schema, unique_name
 
         conn = await self._connected()
         self._stale = False  # before listing: a change announced meanwhile marks it stale again
@@ -377,17 +378,23 @@ class MCPServer:
             listed = await conn.list_tools()
         except Exception as exc:
             raise await self._failure(conn, "could not list its tools", exc) from None
-        tools: dict[str, MCPTool] = {}
-        for item in listed:
-            name = local_name(self.name, item.name)
-            if name in tools:
-                _log.warning(
-                    "MCP server %s: tool %r clashes with another after renaming; skipped", self.name, item.name
-                )
-                continue
-            tools[name] = MCPTool(self, item.name, tool_schema(name, item))
-        self._tools = tuple(tools.values())
+        # The server's text reaches every model request (descriptions, schemas): masked like its results.
+        # Names that collide once made provider-safe (``a b``, ``a.b``, ``a_b``) all stay callable: a name
+        # that needed no change keeps it, the others get a suffix from their own name's hash.
+        taken: set[str] = set()
+        named: dict[int, str] = {}
+        exact = {i for i, item in enumerate(listed) if local_name(self.name, item.name) == f"{self.name}_{item.name}"}
+        for index in sorted(range(len(listed)), key=lambda i: i not in exact):  # unchanged names first
+            name = unique_name(local_name(self.name, listed[index].name), listed[index].name, taken)
+            taken.add(name)
+            named[index] = name
+        tools = [MCPTool(self, item.name, self._masked(tool_schema(named[i], item))) for i, item in enumerate(listed)]
+        self._tools = tuple(tools)
         return self._tools
+
+    def _masked(self, schema: ToolSchema) -> ToolSchema:
+        redact = self._spec.redact
+        return replace(schema, description=redact(schema.description), parameters=redact(schema.parameters))
 
     async def _call_on_owner(self, remote_name: str, arguments: dict[str, Any]) -> ToolResult:
         from ._convert import tool_result

@@ -165,7 +165,7 @@ def _redact(value: Any, secrets: tuple[str, ...]) -> Any:
     if isinstance(value, list | tuple):
         return [_redact(v, secrets) for v in value]
     if isinstance(value, dict):
-        return {k: _redact(v, secrets) for k, v in value.items()}
+        return {_redact(k, secrets): _redact(v, secrets) for k, v in value.items()}
     return value
 
 

@@ -5,7 +5,9 @@ costs in prompt tokens (``request_tokens``), a fallback to a model with a smalle
 request (``refit``), and reactive compaction shrinks a request the provider rejected as too long
 (``compact_rejected`` in this package). Estimates are counted once: the tokenizer is looked up once
 per fitter, tool-schema tokens once per distinct tool set, and the request ``fit`` made is
-remembered so the budget check that follows does not count it again.
+remembered so the budget check that follows does not count it again. What a rejection taught is
+kept (``learn``): once the provider said a prompt was too long, later requests are fitted to the
+smaller budget it implied, instead of being rejected again every turn.
 """
 
 from __future__ import annotations
@@ -37,7 +39,16 @@ class ContextFitter:
             let the provider have the last word).
     """
 
-    __slots__ = ("_estimator", "_last_estimate", "_last_tools", "_tool_tokens", "model_name", "pressure", "window")
+    __slots__ = (
+        "_estimator",
+        "_last_estimate",
+        "_last_tools",
+        "_tool_tokens",
+        "learned_prompt_tokens",
+        "model_name",
+        "pressure",
+        "window",
+    )
 
     def __init__(
         self, model_name: str, window: ContextWindow | None, pressure: ContextPressureChain | None = None
@@ -50,6 +61,8 @@ class ContextFitter:
         self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
         self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
         self._last_estimate: tuple[ModelRequest, int] | None = None
+        self.learned_prompt_tokens: int | None = None
+        """The prompt budget a provider's rejection implied (``learn``); ``None`` until one happens."""
 
     @property
     def estimator(self) -> TokenEstimator:
@@ -65,14 +78,17 @@ class ContextFitter:
         summaries are reused across calls so re-relieving the same history is cheap. The final
         estimate lands on ``ctx.context_window``, where the notebook's gauge reads it.
         """
-        window = self.window
+        window = self._effective_window()
         if window is None:
             return request
         estimator = self.estimator
         tool_tokens = self.schema_tokens(estimator, tuple(request.tools))
         estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
-        if self.pressure is not None and not window.fits(estimate):
-            relieved = await self.pressure.relieve(
+        pressure = self.pressure
+        if pressure is None and window is not self.window:  # a learned budget must be met, like refit's
+            pressure = ContextPressureChain()
+        if pressure is not None and not window.fits(estimate):
+            relieved = await pressure.relieve(
                 ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
             )
             request = request.with_messages(tuple(relieved))
@@ -80,6 +96,25 @@ class ContextFitter:
         ctx.context_window = window.with_estimate(estimate)
         self._last_estimate = (request, estimate)
         return request
+
+    def learn(self, prompt_tokens: int) -> None:
+        """Remember that prompts must stay within ``prompt_tokens`` (estimated): a provider rejected more.
+
+        Only ever tightens; every later ``fit`` of this harness's requests meets it.
+        """
+        if prompt_tokens >= 1 and (self.learned_prompt_tokens is None or prompt_tokens < self.learned_prompt_tokens):
+            self.learned_prompt_tokens = prompt_tokens
+
+    def _effective_window(self) -> ContextWindow | None:
+        window, learned = self.window, self.learned_prompt_tokens
+        if learned is None:
+            return window
+        if window is None:
+            return ContextWindow(model=self.model_name, max_tokens=learned)
+        if learned >= window.usable_tokens:
+            return window
+        reserved = window.reserved_output_tokens
+        return ContextWindow(model=window.model, max_tokens=learned + reserved, reserved_output_tokens=reserved)
 
     def request_tokens(self, request: ModelRequest) -> int:
         """The prompt tokens ``request`` is estimated at (``fit``'s estimate when it made this request)."""

@@ -9,7 +9,9 @@ harness's ``ContextFitter`` against a tighter target and sends it again, at most
 The target: when the provider reported both its limit and the prompt's real size, the estimate is
 scaled by their ratio (so a miscalibrated estimator is corrected by the provider's own count), less
 10 %; otherwise each attempt asks for 30 % less than the estimate. The run's transcript is not
-changed: like all pressure relief, compaction applies to what is sent.
+changed: like all pressure relief, compaction applies to what is sent. The target is remembered
+by the fitter (``ContextFitter.learn``), so the following turns are fitted to it up front instead of
+being rejected by the provider again every turn.
 """
 
 from __future__ import annotations
@@ -65,6 +67,7 @@ async def compact_rejected(
         detail=f"the provider rejected the prompt as too long; compacting to {target} tokens (attempt {attempt}/{of})",
     )
     window = ContextWindow(model=fitter.model_name, max_tokens=target)
+    fitter.learn(target)
     try:
         smaller = await fitter.refit(ctx, request, window, estimator=estimator)
     except ContextLimitError as exc:

@@ -38,7 +38,7 @@ from .._metering import invoke_metered
 from .._model import ChatModel, ModelRequest
 from .._profile import ModelProfile
 from .._tokens import TokenEstimator
-from ._trim import trim_units
+from ._trim import keep_ends, trim_units
 
 if TYPE_CHECKING:
     from .._context import RunContext
@@ -308,20 +308,31 @@ class ConcatSummarizer:
     """Deterministic, free summary: the header plus one clipped line per message.
 
     Attributes:
-        max_chars: Per-message text cap (``None``: unclipped); clipping is what makes it shrink a transcript.
+        max_chars: Per-message text cap (``None``: unclipped); clipping is what makes it shrink a
+            transcript of long messages.
+        max_total_chars: Cap on the whole summary (``None``: none). A transcript of many short
+            messages does not shrink by clipping (each line is as long as its message); over this
+            cap the oldest lines give way to one ``[… N earlier messages omitted …]`` line, the
+            first few lines (how the conversation started) kept.
     """
 
     max_chars: int | None = 400
+    max_total_chars: int | None = None
     name: str = "concat"
 
     def __post_init__(self) -> None:
         if self.max_chars is not None:
             _check_int("max_chars", self.max_chars, minimum=0)
+        if self.max_total_chars is not None:
+            _check_int("max_total_chars", self.max_total_chars, minimum=1)
 
     async def summarize(self, messages: Sequence[Message]) -> str:
         if not messages:
             raise ConfigurationError("ConcatSummarizer needs at least one message to summarize")
-        return "\n".join([SUMMARY_HEADER, *render_transcript(messages, max_chars=self.max_chars)])
+        lines = render_transcript(messages, max_chars=self.max_chars)
+        if self.max_total_chars is not None:
+            lines = keep_ends(lines, self.max_total_chars)
+        return "\n".join([SUMMARY_HEADER, *lines])
 
 
 DEFAULT_SUMMARY_INSTRUCTIONS = (

@@ -70,8 +70,11 @@ class ThreadCompaction:
     """Compact a stored thread when it is loaded and has grown past ``trigger_tokens``.
 
     Args:
-        summarizer: Writes the summary (``ConcatSummarizer()`` by default; a ``ModelSummarizer`` in
-            production). A ``summarize`` that accepts ``ctx=`` gets the run context (usage is billed).
+        summarizer: Writes the summary (by default a ``ConcatSummarizer`` capped at
+            ``trigger_tokens`` characters, about a quarter of the trigger, so a thread of many short
+            messages shrinks too; a ``ModelSummarizer`` in production). A ``summarize`` that accepts
+            ``ctx=`` gets the run context (usage is billed). A summary that would not shrink the
+            thread is not kept, and a ``context.pressure`` event (``compact_thread_skipped``) says so.
         trigger_tokens: Compact when the thread's estimate exceeds this (the seed's 80,000).
         min_messages: ...and it holds at least this many messages.
         keep_last: Recent non-system messages kept verbatim.
@@ -89,10 +92,12 @@ class ThreadCompaction:
         store: Store | None = None,
         estimator: TokenEstimator | None = None,
     ) -> None:
-        self.summarizer: Summarizer = summarizer if summarizer is not None else ConcatSummarizer()
+        self.trigger_tokens = _check_int("trigger_tokens", trigger_tokens, minimum=1)
+        self.summarizer: Summarizer = (
+            summarizer if summarizer is not None else ConcatSummarizer(max_total_chars=max(trigger_tokens, 2_000))
+        )
         if not callable(getattr(self.summarizer, "summarize", None)):
             raise ConfigurationError(f"{summarizer!r} has no summarize() method")
-        self.trigger_tokens = _check_int("trigger_tokens", trigger_tokens, minimum=1)
         self.min_messages = _check_int("min_messages", min_messages, minimum=1)
         self.keep_last = _check_int("keep_last", keep_last, minimum=0)
         self.store = store
@@ -117,8 +122,15 @@ class ThreadCompaction:
         summary = dataclasses.replace(summary, tags=(*summary.tags, f"summary:{record.id}"))
         compacted = plan.apply(summary)
         after = self.estimator.estimate(compacted)
-        if after >= before:
-            return messages  # a summary longer than what it replaces is not worth keeping
+        if after >= before:  # a summary longer than what it replaces is not worth keeping: say so
+            ctx.emit(
+                ContextPressure, action="compact_thread_skipped", tokens_before=before, tokens_after=after,
+                limit_tokens=self.trigger_tokens, removed_messages=0,
+                detail=f"thread {thread_id!r}: the summary by {summarizer_name(self.summarizer)} would not shrink it "
+                f"({before} -> {after} tokens); give ThreadCompaction a ModelSummarizer or a "
+                "ConcatSummarizer(max_total_chars=...)",
+            )  # fmt: skip
+            return messages
         record = dataclasses.replace(record, tokens_before=before, tokens_after=after)
         # another writer may have appended while we summarized: then keep the thread as it is
         if history.load(thread_id) != messages:

@@ -142,3 +142,24 @@ def trim_messages(
                 break
             chosen.add(i)
     return _whole_units(messages, chosen)
+
+
+def keep_ends(lines: list[str], budget: int) -> list[str]:
+    """``lines`` cut to about ``budget`` characters: a quarter for the first lines, the rest for the last."""
+    if sum(len(line) + 1 for line in lines) <= budget:
+        return lines
+    head: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > budget // 4:
+            break
+        head.append(line)
+        used += len(line) + 1
+    tail: list[str] = []
+    for line in reversed(lines[len(head) :]):
+        if used + len(line) + 1 > budget:
+            break
+        tail.append(line)
+        used += len(line) + 1
+    omitted = len(lines) - len(head) - len(tail)
+    return [*head, f"[… {omitted} earlier messages omitted …]", *reversed(tail)]

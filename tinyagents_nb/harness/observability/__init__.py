@@ -9,6 +9,11 @@ and ``events_to_dataframe`` summarise a run.
 
 from __future__ import annotations
 
+from ._credentials import (
+    DEFAULT_PATTERNS as DEFAULT_PATTERNS,
+    looks_like_credential as looks_like_credential,
+    secrets_from_env as secrets_from_env,
+)
 from ._journal import (
     EventJournal as EventJournal,
     InMemoryEventJournal as InMemoryEventJournal,
@@ -25,13 +30,11 @@ from ._metrics import (
     events_to_dataframe as events_to_dataframe,
 )
 from ._obs_sinks import (
-    DEFAULT_PATTERNS as DEFAULT_PATTERNS,
     DEFAULT_SENSITIVE_KEYS as DEFAULT_SENSITIVE_KEYS,
     FanOutSink as FanOutSink,
     JournalSink as JournalSink,
     JsonlSink as JsonlSink,
     RedactingSink as RedactingSink,
-    secrets_from_env as secrets_from_env,
 )
 from ._observability import (
     AgentObservation as AgentObservation,
@@ -74,5 +77,6 @@ __all__ = [
     "event_detail",
     "event_from_dict",
     "events_to_dataframe",
+    "looks_like_credential",
     "secrets_from_env",
 ]

@@ -26,59 +26,21 @@ from typing import Any, Final
 from .._errors import ConfigurationError
 from .._events import AgentEvent, ModelDelta
 from .._sink import EventListener
+from ._credentials import _KEY_NAMES, DEFAULT_PATTERNS, _triggered
 from ._journal import EventJournal
 from ._jsonl import _JsonlFile, _read_json_lines
 from ._observability import AgentObservation, _event_dict, event_from_dict
 from ._redact_stream import DeltaHold, delta_channel, delta_text, forget_ended, merge_spans, with_text
 
 __all__ = [
-    "DEFAULT_PATTERNS",
     "DEFAULT_SENSITIVE_KEYS",
     "FanOutSink",
     "JournalSink",
     "JsonlSink",
     "RedactingSink",
-    "secrets_from_env",
 ]
 
 _log = logging.getLogger("tinyagents_nb")
-
-_KEY_NAMES = (
-    r"(?:api[_-]?key|apikey|access[_-]?token|refresh[_-]?token|auth[_-]?token|id[_-]?token|"
-    r"secret[_-]?key|client[_-]?secret|private[_-]?key|password|passwd)"
-)
-
-DEFAULT_PATTERNS: Final[tuple[re.Pattern[str], ...]] = (
-    # Header values: "Authorization: Bearer x", "'authorization': 'Basic abc'". The value runs to a quote or EOL.
-    re.compile(r"(?i)\b(?:proxy-)?authorization[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\"'\r\n]+)"),
-    re.compile(r"(?i)\bbearer\s+(?P<secret>[A-Za-z0-9\-._~+/]{8,}=*)"),
-    # Assignments: api_key=..., "api_key": "...", OPENAI_API_KEY=..., password: ...
-    re.compile(rf"(?i){_KEY_NAMES}[\"']?\s*[:=]\s*[\"']?(?P<secret>[^\s\"'&,;}}\]]+)"),
-    # Provider key shapes: OpenAI / Anthropic / OpenRouter (sk-, sk-ant-, sk-proj-, sk-or-), AWS, Google,
-    # xAI, Groq, GitHub, GitLab, Hugging Face, Slack.
-    re.compile(r"\bsk-[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b"),
-    re.compile(r"\bAIza[0-9A-Za-z_\-]{35}"),
-    re.compile(r"\bxai-[A-Za-z0-9]{20,}"),
-    re.compile(r"\b(?:gsk|ghp|gho|ghs|ghu|github_pat|glpat|hf)_[A-Za-z0-9_\-]{16,}"),
-    re.compile(r"\bxox[abprs]-[A-Za-z0-9\-]{10,}"),
-)
-"""What ``RedactingSink`` scrubs by default, besides configured secrets: key-shaped strings and header values.
-
-A pattern with a ``secret`` group has only that group replaced (``"Bearer [REDACTED]"``)."""
-
-# Every default pattern needs one of these substrings, so text without any skips the patterns (the common case).
-_DEFAULT_TRIGGERS: Final = (
-    "sk-", "akia", "asia", "aiza", "xai-", "gsk_", "ghp_", "gho_", "ghs_", "ghu_", "github_pat", "glpat", "hf_",
-    "xox", "bearer", "authoriz", "key", "token", "secret", "passw",
-)  # fmt: skip
-
-
-def _triggered(text: str) -> bool:
-    """Whether ``text`` has one of the substrings some default pattern needs (``in`` tests beat one regex here)."""
-    lowered = text.lower()
-    return any(word in lowered for word in _DEFAULT_TRIGGERS)
-
 
 DEFAULT_SENSITIVE_KEYS: Final[re.Pattern[str]] = re.compile(
     rf"(?i)^(?:.*[_-])?(?:{_KEY_NAMES}|token|secret|authorization|proxy-authorization|cookie|set-cookie)$"
@@ -362,16 +324,6 @@ class RedactingSink:
             f"RedactingSink(secrets={len(self._lowered)}, patterns={len(self._patterns)}, "
             f"held={held}, dropped={self.dropped})"
         )
-
-
-def secrets_from_env(environ: Mapping[str, str] | None = None, *, min_length: int = 8) -> tuple[str, ...]:
-    """Values of environment variables named like credentials (``*KEY*``, ``*TOKEN*``, ``*SECRET*``, ...).
-
-    Feed them to ``RedactingSink(secrets=...)`` so keys loaded from the environment never reach a journal.
-    """
-    env = os.environ if environ is None else environ
-    name = re.compile(r"(?i)(?:key|token|secret|password|passwd|credential)")
-    return tuple(sorted({v for k, v in env.items() if name.search(k) and len(v) >= min_length}))
 
 
 # ------------------------------------------------------------------------------------------ persistence

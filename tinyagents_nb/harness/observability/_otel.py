@@ -20,7 +20,8 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._events import AgentEvent
-from ._obs_sinks import RedactingSink, secrets_from_env
+from ._credentials import secrets_from_env
+from ._obs_sinks import RedactingSink
 from ._otel_conventions import capture_from_env, conventions_for
 
 if TYPE_CHECKING:

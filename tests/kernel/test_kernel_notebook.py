@@ -1,0 +1,293 @@
+"""Notebook access in a real kernel (ipykernel 7 and 6), driven by scripted models (issue 25).
+
+The agent lists variables and inspects a 10-million-row DataFrame within the size bound, reads the
+previous cell's output and a traceback, runs code that defines a variable the next cell uses, waits
+for Approve / Edit / Deny clicks in ``ask`` mode (and is denied headless), is stopped by ■ in the middle
+of ``time.sleep(60)``, never sees a secret, and proposes cells through the ``set_next_input`` payload.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.kernel._kernel import KernelHarness, LiveCell
+
+pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
+
+SETUP = """
+%load_ext tinyagents_nb
+from tinyagents_nb.harness import ToolCall
+from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.magics import get_session
+
+def script(name, *calls):
+    steps = [
+        ScriptedModel.tool_calls([ToolCall(id=f"{name}{i}", name=tool, arguments=args)])
+        for i, (tool, args) in enumerate(calls)
+    ]
+    get_session().register_model(name, ScriptedModel([*steps, "done"]))
+
+def results(run):
+    return [m.text for m in run.outcome.messages[-2 * len(run.outcome.messages):]
+            if type(m).__name__ == "ToolMessage" and m.tool_call_id.startswith(run.model)]
+"""
+
+
+@pytest.fixture(scope="module")
+def nb(kernel: KernelHarness) -> KernelHarness:
+    cell = kernel.execute(SETUP)
+    assert cell.status == "ok", cell.error
+    return kernel
+
+
+def script(kernel: KernelHarness, name: str, *calls: tuple[str, dict[str, object]]) -> None:
+    kernel.execute(f"script({name!r}, *{calls!r})")
+
+
+def tool_results(kernel: KernelHarness, run: str) -> list[str]:
+    return list(kernel.value(f"results({run})"))
+
+
+def wait_for(kernel: KernelHarness, expr: str, *, timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if kernel.value(expr):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{expr} never became true")
+
+
+def test_reads_variables_a_large_frame_cells_and_the_last_error(nb: KernelHarness) -> None:
+    made = nb.execute(
+        "import numpy as np, pandas as pd\n"
+        "big = pd.DataFrame({c: np.arange(10_000_000, dtype='float64') for c in 'abcdefgh'})\n"
+        "big.loc[::7, 'c'] = np.nan\n"
+        "print('rows:', len(big))"
+    )
+    assert made.status == "ok"
+    assert nb.execute("{'a': 1}['zzz']").status == "error"
+    script(
+        nb,
+        "rd",
+        ("notebook_variables", {}),
+        ("inspect_variable", {"name": "big"}),
+        ("notebook_cells", {"last": 3}),
+        ("last_error", {}),
+        ("inspect_variable", {"name": "np"}),
+    )
+    started = time.monotonic()
+    cell = nb.execute("%%agent --model rd --name rd1\nwhat is in my notebook?")
+    elapsed = time.monotonic() - started
+    assert cell.status == "ok", cell.error
+    assert "notebook access: read" in cell.stdout  # the session's first run says what the agent sees
+    listing, frame, cells, error, module = tool_results(nb, "rd1")
+    assert "- big: pandas.DataFrame, 10,000,000 \u00d7 8" in listing
+    assert "c: float64" in listing
+    assert "- script: function" in listing
+    assert "np:" not in listing
+    assert "get_session" not in listing
+    assert len(frame) <= 4_000 + 200, len(frame)
+    assert "10,000,000 rows \u00d7 8 columns" in frame
+    assert "c: float64, 1,428,572 null" in frame
+    assert "head(5):" in frame
+    assert "describe() (over every 100th row" in frame
+    assert "print('rows:', len(big))" in cells
+    assert "rows: 10000000" in cells
+    assert "KeyError" in cells
+    assert "\x1b[" not in cells
+    assert "KeyError in cell" in error
+    assert "{'a': 1}['zzz']" in error
+    assert "\x1b[" not in error
+    assert "no such user variable" in module
+    assert elapsed < 15, f"the read run took {elapsed:.1f} s"
+    assert all(text.startswith("<notebook-data") for text in (listing, frame, cells, error))
+
+
+def test_run_code_defines_a_variable_the_next_cell_uses(nb: KernelHarness) -> None:
+    script(nb, "rc", ("run_code", {"code": "made_by_agent = 41\nprint('hello from the agent')\nmade_by_agent + 1"}))
+    cell = nb.execute("%%agent --model rc --name rc1 --access auto\nmake a variable")
+    assert cell.status == "ok", cell.error
+    assert "RUNS CODE IN IT WITHOUT ASKING" in cell.stdout  # every auto run says so in its cell
+    assert "hello from the agent" not in cell.stdout  # captured for the model, not printed in the cell
+    (result,) = tool_results(nb, "rc1")
+    assert "hello from the agent\n42" in result
+    assert "status: ok" in result
+    assert nb.execute("print(made_by_agent * 2)").stdout.strip() == "82"
+    record = "\n".join(str(o.get("data", {}).get("text/markdown", "")) for o in cell.outputs)
+    assert "🔧 ran 3 lines" in record
+    assert "made_by_agent = 41" in record
+
+
+def test_run_code_runs_on_the_main_thread_and_reports_errors(nb: KernelHarness) -> None:
+    code = "import threading\nprint(threading.current_thread() is threading.main_thread())\nundefined_name"
+    script(nb, "mt", ("run_code", {"code": code}))
+    assert nb.execute("%%agent --model mt --name mt1 --access auto\ncheck").status == "ok"
+    (result,) = tool_results(nb, "mt1")
+    assert "True" in result
+    assert "NameError" in result
+    assert "status: NameError" in result
+
+
+def test_ask_mode_waits_for_approve_edit_and_deny_clicks(nb: KernelHarness) -> None:
+    nb.execute("approved_value = None; edited_value = None; denied_value = None")
+    script(
+        nb,
+        "ak",
+        ("run_code", {"code": "approved_value = 1"}),
+        ("run_code", {"code": "edited_value = 'from the model'"}),
+        ("run_code", {"code": "denied_value = 3"}),
+    )
+    assert nb.execute("%%agent --model ak --name ak1 --access ask --background\nset them").status == "ok"
+    wait_for(nb, "len(ak1.dashboard.approvals.cards) == 1")
+    nb.click(nb.value("ak1.dashboard.approvals.cards['ak0'].approve.model_id"))
+    wait_for(nb, "'ak1' in ak1.dashboard.approvals.cards")
+    edited = json.dumps({"code": "edited_value = 'edited by the person'"})
+    nb.execute(f"ak1.dashboard.approvals.cards['ak1'].arguments.value = {edited!r}")
+    nb.click(nb.value("ak1.dashboard.approvals.cards['ak1'].approve.model_id"))
+    wait_for(nb, "'ak2' in ak1.dashboard.approvals.cards")
+    nb.click(nb.value("ak1.dashboard.approvals.cards['ak2'].deny.model_id"))
+    wait_for(nb, "ak1.done")
+    assert nb.value("[approved_value, edited_value, denied_value]") == [1, "edited by the person", None]
+
+
+def test_headless_ask_mode_denies_code_and_never_runs_it(nb: KernelHarness) -> None:
+    nb.execute("headless_value = None")
+    script(nb, "hl", ("run_code", {"code": "headless_value = 'ran'"}))
+    cell = nb.execute("%%agent --model hl --name hl1 --access ask\nset it", allow_stdin=False)
+    assert cell.status == "ok", cell.error
+    assert nb.value("headless_value") is None
+    assert nb.value("hl1.status") == "completed"
+
+
+def test_read_mode_offers_no_code_tool(nb: KernelHarness) -> None:
+    nb.execute("read_value = None")
+    script(nb, "ro", ("run_code", {"code": "read_value = 'ran'"}))
+    assert nb.execute("%%agent --model ro --name ro1\nrun it").status == "ok"
+    assert nb.value("read_value") is None
+    (result,) = tool_results(nb, "ro1")
+    assert "run_code" in result  # the harness tells the model the tool does not exist
+
+
+def test_interrupt_stops_run_code_in_a_long_sleep_within_a_second(nb: KernelHarness) -> None:
+    script(nb, "sl", ("run_code", {"code": "import time\ntime.sleep(60)\nafter_sleep = True"}))
+    cell = LiveCell(nb, "%%agent --model sl --name sl1 --access auto\nsleep")
+    time.sleep(2.5)
+    pressed = time.monotonic()
+    nb.interrupt()
+    result = cell.finish(timeout=30)
+    assert time.monotonic() - pressed < 1.5
+    assert result.status == "ok", result.error
+    assert nb.value("sl1.status") == "cancelled"
+    assert nb.value("'after_sleep' in globals()") is False
+    (stopped,) = tool_results(nb, "sl1")
+    assert "interrupted" in stopped
+
+
+def test_a_run_deadline_interrupts_run_code(nb: KernelHarness) -> None:
+    script(nb, "dl", ("run_code", {"code": "while True:\n    pass"}))
+    started = time.monotonic()
+    cell = nb.execute("%%agent --model dl --name dl1 --access auto --timeout 1.5\nspin", timeout=30)
+    assert cell.status == "ok"
+    assert time.monotonic() - started < 6
+    assert nb.value("dl1.status") in ("failed", "cancelled")
+    assert nb.execute("print('kernel free')").stdout.strip() == "kernel free"
+
+
+def test_secrets_never_reach_the_model(nb: KernelHarness) -> None:
+    key = "sk-proj-" + "A1b2C3d4E5f6G7h8J9k0"
+    env_value = "zq" + "9f8e7d6c5b4a39281706"
+    nb.execute(
+        f"import os\nos.environ['MY_SERVICE_TOKEN'] = {env_value!r}\n"
+        f"openai_api_key = {key!r}\nnotes = 'the key is {key} ok'\nplain = 'value {env_value} here'"
+    )
+    nb.execute(f"print('leaked: {key} and ' + os.environ['MY_SERVICE_TOKEN'])")
+    script(
+        nb,
+        "sc",
+        ("notebook_variables", {}),
+        ("inspect_variable", {"name": "openai_api_key"}),
+        ("inspect_variable", {"name": "notes"}),
+        ("inspect_variable", {"name": "plain"}),
+        ("notebook_cells", {"last": 3}),
+    )
+    assert nb.execute("%%agent --model sc --name sc1\nlook").status == "ok"
+    texts = tool_results(nb, "sc1")
+    joined = "\n".join(texts)
+    assert key not in joined
+    assert env_value not in joined
+    assert "[MASKED]" in texts[1]
+    assert "[MASKED]" in texts[2]
+    assert "[MASKED]" in texts[3]
+    assert "[MASKED]" in texts[4]
+    nb.execute("%agent hide notes")
+    script(nb, "hd", ("notebook_variables", {}), ("inspect_variable", {"name": "notes"}))
+    assert nb.execute("%%agent --model hd --name hd1\nlook").status == "ok"
+    listing, hidden = tool_results(nb, "hd1")
+    assert "- notes:" not in listing
+    assert "the person hid it" in hidden
+
+
+def reply_of(kernel: KernelHarness, code: str, *, timeout: float = 60.0) -> dict[str, object]:
+    msg_id = kernel.kc.execute(code)
+    while True:
+        reply = kernel.kc.get_shell_msg(timeout=timeout)
+        if reply["parent_header"].get("msg_id") == msg_id:
+            return dict(reply["content"])
+
+
+def test_propose_cell_and_agent_fix_send_a_new_cell_below(nb: KernelHarness) -> None:
+    script(nb, "pc", ("propose_cell", {"code": "total = 1 + 1\ntotal", "note": "adds"}))
+    reply = reply_of(nb, "%%agent --model pc --name pc1 --access auto\npropose")
+    assert reply["status"] == "ok"
+    assert reply["payload"] == [{"source": "set_next_input", "text": "total = 1 + 1\ntotal", "replace": False}]
+    assert nb.value("'total' in globals()") is False  # proposed, not run
+    assert nb.execute("undefined_thing + 1").status == "error"
+    script(nb, "fx", ("propose_cell", {"code": "undefined_thing = 0\nundefined_thing + 1", "note": "define it"}))
+    nb.execute("%agent model fx")
+    reply = reply_of(nb, "%agent fix")
+    assert reply["status"] == "ok"
+    assert reply["payload"] == [
+        {"source": "set_next_input", "text": "undefined_thing = 0\nundefined_thing + 1", "replace": False}
+    ]
+    prompt = nb.value("_agent.prompt")
+    assert "NameError" in prompt
+    assert "undefined_thing + 1" in prompt
+    assert "<notebook-data" in prompt
+    nb.execute("%agent model offline-demo")
+
+
+def test_a_background_run_code_completes_while_agent_wait_holds_the_kernel(nb: KernelHarness) -> None:
+    """``%agent wait`` (synchronous on ipykernel 6) must run the agent's code queued for the main thread."""
+    script(nb, "bg", ("run_code", {"code": "from_background = 'yes'"}))
+    assert nb.execute("%%agent --model bg --name bg1 --access auto --background\nrun").status == "ok"
+    waited = nb.execute("%agent wait", timeout=30)
+    assert waited.status == "ok"
+    assert nb.value("from_background") == "yes"
+
+
+def test_agent_explain_sends_that_cells_source_and_output(nb: KernelHarness) -> None:
+    assert nb.execute("print('explain me: 12345')").status == "ok"
+    nb.execute("get_session().register_model('ex', ScriptedModel(['It prints a number.']))\n%agent model ex")
+    count = nb.value("[e.count for e in get_session().notebook.log.entries() if 'explain me' in e.source][0]")
+    cell = nb.execute(f"%agent explain {count}")
+    assert cell.status == "ok", cell.error
+    prompt = nb.value("_agent.prompt")
+    assert f"cell [{count}]" in prompt
+    assert "explain me: 12345" in prompt
+    assert "<notebook-data" in prompt
+    assert nb.execute("%agent explain 99999").status == "error"
+    access = nb.execute("%agent access")
+    assert "notebook access: read" in access.stdout
+    nb.execute("%agent model offline-demo")
+
+
+def test_a_background_run_lists_its_proposals_in_the_record_instead_of_a_payload(nb: KernelHarness) -> None:
+    script(nb, "bp", ("propose_cell", {"code": "late = 1", "note": "later"}))
+    reply = reply_of(nb, "%%agent --model bp --name bp1 --access auto --background\npropose")
+    assert reply["payload"] == []  # the cell already ended: no later cell gets a stray insertion
+    nb.execute("%agent wait")
+    assert nb.value("[p.inserted for p in get_session().notebook.proposed(bp1.run_id)]") == [False]
+    assert nb.value("'late' in globals()") is False
