@@ -228,6 +228,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
         "RunStoreVersionError",
         "StoredRun",
         "plan_resume",
+        "resume_run",
     ],
     "memory": [
         "COMPACTED_TAG",

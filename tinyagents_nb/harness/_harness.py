@@ -271,7 +271,7 @@ class AgentHarness(Generic[DataT]):
             RunStoreCorrupt: The store is damaged (it is not modified).
             RunStoreVersionError: The store is from a newer version (it is not modified).
         """
-        from .durable._resume import resume_run
+        from .durable import resume_run
 
         return await resume_run(self, run_id, store=store, config=config, data=data)
 

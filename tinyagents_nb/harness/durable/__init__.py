@@ -8,7 +8,7 @@
 from __future__ import annotations
 
 from ._journal_mw import DurableJournal as DurableJournal
-from ._resume import ResumePlan as ResumePlan, plan_resume as plan_resume
+from ._resume import ResumePlan as ResumePlan, plan_resume as plan_resume, resume_run as resume_run
 from ._run_store import (
     RunStore as RunStore,
     RunStoreCorrupt as RunStoreCorrupt,
@@ -24,4 +24,5 @@ __all__ = [
     "RunStoreVersionError",
     "StoredRun",
     "plan_resume",
+    "resume_run",
 ]
