@@ -732,8 +732,11 @@ else:
         """
 ## Run the tree
 
-Watch the dashboard's *Agents* pane: each sub-agent appears as it starts, indented under its
-caller, with its status and its subtree's tokens and cost.
+While the run works, the dashboard's *Agents* pane draws the tree: each sub-agent appears as it
+starts, indented under its caller, with its status and its subtree's tokens and cost. This scripted
+run ends in under a second, so under Run All you will mostly see what stays: the record's collapsed
+**details** (click it) keep the tree, every tool call with its arguments and result, and the cost
+by agent and model. `display(tides.dashboard)` shows the live panes again while the kernel runs.
 """
     ),
     code(

@@ -120,3 +120,11 @@ def test_harness_tour_runs_a_real_loop_offline() -> None:
     assert "[tool] packing_advisor -> Bring a compact umbrella" in out
     assert "subagent.started   1" in out
     assert "Whole tree: 1424 tokens, 0.0002226 USD; status=completed" in out
+
+
+def test_the_demos_offline_line_names_each_key_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    line = provider_notice()
+    keys = line.split("keys are read from ")[1].rstrip(").").split(", ")
+    assert len(keys) == len(set(keys))
+    assert "ANTHROPIC_API_KEY" in keys

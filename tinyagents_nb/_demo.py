@@ -62,7 +62,8 @@ def provider_notice() -> str:
     """One line: which model the quickstart will use, and how to switch to a real provider."""
     if os.environ.get("OPENAI_API_KEY"):
         return f"Using {REAL_MODEL} (OPENAI_API_KEY is set): the quickstart calls the provider, which bills the key."
-    variables = ", ".join(spec.api_key_env for spec, _ in known_providers() if spec.api_key_env)
+    names = [spec.api_key_env for spec, _ in known_providers() if spec.api_key_env]
+    variables = ", ".join(dict.fromkeys(names))  # two providers may read one variable: name it once
     return (
         "Offline: OPENAI_API_KEY is not set, so the quickstart runs its scripted model. For a real provider "
         f'export OPENAI_API_KEY and re-run, or in a notebook run %config AgentMagics.default_model = "{REAL_MODEL}" '

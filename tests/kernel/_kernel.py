@@ -139,12 +139,27 @@ class LiveCell:
     (``comm_msg``), and the cell's outputs with ``update_display_data`` applied.
     """
 
-    def __init__(self, kernel: KernelHarness, code: str) -> None:
+    def __init__(self, kernel: KernelHarness, code: str, *, cell_id: str | None = None) -> None:
         self.kernel = kernel
-        self.msg_id = kernel.kc.execute(code, store_history=True)
+        if cell_id is None:
+            self.msg_id = kernel.kc.execute(code, store_history=True)
+        else:  # as JupyterLab and Notebook 7 send it: the cell's id in the request's metadata
+            content = {"code": code, "silent": False, "store_history": True, "user_expressions": {}}
+            content |= {"allow_stdin": True, "stop_on_error": True}
+            msg = kernel.kc.session.msg("execute_request", content, metadata={"cellId": cell_id})
+            kernel.kc.shell_channel.send(msg)
+            self.msg_id = msg["header"]["msg_id"]
         self.result = CellResult(msg_id=self.msg_id, status="")
         self.models: dict[str, dict[str, Any]] = {}
+        self.others: list[dict[str, Any]] = []
         self.idle = False
+
+    def adopt(self, earlier: LiveCell) -> None:
+        """Take the messages for this cell that ``earlier`` read while it was pumped (widgets shared)."""
+        self.models = earlier.models
+        for msg in earlier.others:
+            self._handle(msg)
+        earlier.others = []
 
     def pump(self, until: Any = None, *, timeout: float = 30.0) -> bool:
         """Process IOPub messages until ``until(self)`` holds or the cell is idle; returns whether it held."""
@@ -170,6 +185,7 @@ class LiveCell:
             if data.get("method") in ("update", "echo_update"):
                 self.models.setdefault(content["comm_id"], {}).update(data.get("state", {}))
         if msg["parent_header"].get("msg_id") != self.msg_id:
+            self.others.append(msg)  # another cell's: a LiveCell sent meanwhile may want it
             return
         if kind == "stream":
             self.result.stdout += content["text"] if content["name"] == "stdout" else ""

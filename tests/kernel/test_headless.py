@@ -77,6 +77,9 @@ def _check_saved(path: Path) -> None:
         assert "running" not in text, text
     cost = "".join(out.get("text", "") for out in nb.cells[4].outputs)
     assert "2 billed model calls" in cost, cost
+    # no dead widget state: the executor never saw a dashboard nobody could look at (was ~68 KB a run)
+    widgets = json.dumps(nb.metadata.get("widgets", {}))
+    assert len(widgets) < 1_000, f"{len(widgets):,} bytes of widget state saved"
 
 
 @pytest.mark.parametrize("python", _interpreters())

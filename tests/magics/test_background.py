@@ -150,7 +150,7 @@ async def test_rerunning_a_cell_stops_its_earlier_run(
     assert f"stopped the earlier run {first.label} of this cell" in capsys.readouterr().out
     outcome = await first.wait()
     assert outcome.status == "cancelled"
-    assert "its cell was run again" in str(outcome.error)
+    assert "the cell was run again" in str(outcome.error)
     assert (await other.wait()).status == "completed"  # a different cell's run is left alone
     assert (await second.wait()).status == "completed"
 

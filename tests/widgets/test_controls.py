@@ -139,8 +139,11 @@ async def test_the_steer_box_sends_a_message_into_the_next_step(comms: CommLog) 
     second = model.requests[1].messages
     assert any(isinstance(m, UserMessage) and m.text == "use metric units" for m in second)
     notes = [s.text for s in dash.transcript.segments.values() if s.kind == "note"]
-    assert notes == ["↪ your message was delivered: use metric units"]
+    assert notes == ["↪ your message was added to the conversation (the next model call reads it): use metric units"]
     assert "not delivered" not in dash.header.widget.value
+    # the header says the same as the transcript now, never "queued" beside "added"
+    assert "added to the conversation (the next model call reads it): use metric units" in dash.header.widget.value
+    assert "queued for the next model call" not in dash.header.widget.value
 
 
 async def test_enter_in_the_steer_box_sends(comms: CommLog) -> None:

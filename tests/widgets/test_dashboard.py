@@ -90,7 +90,7 @@ async def test_a_completed_run_fills_every_pane(comms: CommLog) -> None:
     nodes = dash.tree.ordered()
     assert [(n.name, n.depth, n.status) for n in nodes] == [("demo", 0, "completed"), ("researcher", 1, "completed")]
     assert "researcher" in dash.agents.widget.value
-    assert "$0.00052" in dash.agents.widget.value
+    assert "$0.000520" in dash.agents.widget.value
     # context gauge
     window = stream.context.context_window
     assert window is not None
@@ -106,7 +106,7 @@ async def test_a_completed_run_fills_every_pane(comms: CommLog) -> None:
     scripted = frame[frame["model"] == "scripted"].iloc[0]
     assert (scripted["input"], scripted["output"], scripted["calls"]) == (450, 35, 3)
     assert scripted["usd"] == Decimal("0.00052")
-    assert "$0.00052" in dash.costs.widget.value
+    assert "$0.000520" in dash.costs.widget.value
     assert "scripted" in dash.costs.widget.value
     # header and controls
     header = dash.header.widget.value
@@ -117,7 +117,7 @@ async def test_a_completed_run_fills_every_pane(comms: CommLog) -> None:
     assert "4 model calls" in header
     assert "2 tool calls" in header
     assert "485 tokens" in header  # tokens and USD in the header, not only in a pane
-    assert "$0.00052" in header
+    assert "$0.000520" in header
     assert all(b.disabled for b in (dash.controls.stop, dash.controls.pause, dash.controls.resume, dash.controls.send))
     assert dash.controls.stop.button_style == ""  # a finished run's Stop is grey, not a live red button
     # every pane is visible at once (no accordion); the cost needs no click
@@ -244,7 +244,7 @@ async def test_text_plain_is_deterministic_and_has_no_run_id(comms: CommLog) -> 
     ).summary_text() == ('<tinyagents run "demo": running>')
     await dash.wait_flushed()
     assert dash._repr_mimebundle_()["text/plain"] == (
-        "<tinyagents run: completed · 1 model call · 0 tool calls · 30 tokens · $0.00>"
+        "<tinyagents run: completed · 1 model call · 0 tool calls · 30 tokens · $0.000000>"
     )
     assert dash.run_id not in dash.summary_text()
     assert dash.run_id in repr(dash)

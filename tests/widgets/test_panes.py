@@ -43,10 +43,10 @@ def dashboard(*, max_history: int = 100, title: str | None = None) -> RunDashboa
     ("value", "shown"),
     [
         (None, "unknown"),
-        (Decimal(0), "$0.00"),
-        (Decimal("0.00052"), "$0.00052"),
-        (Decimal("0.0000004"), "$0.00"),
-        (Decimal("1.5"), "$1.50"),
+        (Decimal(0), "$0.000000"),  # one shape everywhere: the record's, never "$0.00" beside "$0.000000"
+        (Decimal("0.00052"), "$0.000520"),
+        (Decimal("0.0000004"), "$0.000000"),
+        (Decimal("1.5"), "$1.500000"),
         (Decimal("1234.567891"), "$1,234.567891"),
     ],
 )

@@ -138,7 +138,7 @@ async def test_repl_calls_are_shown_once_as_code_steps_not_again_as_tool_rows(co
     ]
     assert "```text\n42\n```" in texts[0]
     assert "```text\n43\n```" in texts[1]
-    assert dash.state.tool_calls == 3  # the header still counts the calls the loop ran, as the run reports them
+    assert (dash.state.tool_calls, dash.state.code_steps) == (0, 3)  # counted as what the record calls them: steps
 
 
 async def test_a_tool_named_repl_outside_an_rlm_run_keeps_its_row(comms: CommLog) -> None:

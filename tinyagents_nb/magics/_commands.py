@@ -78,7 +78,8 @@ def _status(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
 
 def _runs(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     _no_args("runs", args)
-    return session.runs_frame()
+    # narrow enough for a notebook: the run's name says which; get_session().runs_frame() has the ids
+    return session.runs_frame().drop(columns=["thread_id", "run_id"])
 
 
 def _stop(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
@@ -203,6 +204,15 @@ def _cost(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     usage, cost = session.context.usage.total(), session.context.costs.total()
     calls = f"{cost.calls:,} billed model call" + ("" if cost.calls == 1 else "s")
     print(f"notebook total: {calls} · {usage.total_tokens:,} tokens · {usd_text(cost.total_usd)}")
+    billed = {str(record.root_run_id) for record in session.context.costs.records}
+    unbilled: dict[str, int] = {}  # by model (no run ids: the line stays the same run after run, for nbval)
+    for run in session.runs:
+        if run.outcome is not None and run.outcome.model_calls and run.run_id not in billed:
+            if run.model != OFFLINE_MODEL:  # the offline demo model is free, not unpriced
+                unbilled[run.model] = unbilled.get(run.model, 0) + 1
+    if unbilled:
+        which = ", ".join(f"{count:,} run{'s' if count != 1 else ''} on {model}" for model, count in unbilled.items())
+        print(f"not in the table: {which} (no price is known for that model, so no cost was recorded)")
     return session.cost_frame()
 
 

@@ -7,16 +7,20 @@ one varying field and always has the shape ``$0.000123`` or ``cost unknown`` for
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from tinyagents_nb.harness import (
     AssistantMessage,
+    BudgetExceeded,
     ContextWindow,
     CostTotals,
     CostTracker,
+    LimitExceeded,
     Message,
+    RunTimeout,
     ToolMessage,
     ToolRegistry,
     Usage,
@@ -35,8 +39,10 @@ __all__ = [
     "cost_frame",
     "error_line",
     "history_frame",
+    "limit_hint",
     "models_frame",
     "runs_frame",
+    "short_ids",
     "summary_line",
     "tools_frame",
     "usd_text",
@@ -70,6 +76,33 @@ def error_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {message}" + (f" ({hint})" if hint else "")
 
 
+_RUN_ID: Final = re.compile(r"\brun-[0-9a-f]{12}-[0-9a-f]{6}-[0-9a-f]{8}\b")
+
+
+def short_ids(text: str, runs: Sequence[NotebookRun]) -> str:
+    """``text`` with each full run id replaced by its run's name (``--name`` or the id's last 8 characters)."""
+    labels = {run.run_id: run.label for run in runs}
+    return _RUN_ID.sub(lambda m: labels.get(m.group(), m.group()[-8:]), text)
+
+
+def limit_hint(exc: BaseException) -> tuple[str, str, str] | None:
+    """How to change the notebook setting behind a limit that stopped a run: ``(lead, command, tail)``.
+
+    ``None`` when no notebook setting applies, or when the error's own hint already says how (the
+    notebook's budget refusals do). The command is kept apart so Markdown can show it as code.
+    """
+    if getattr(exc, "hint", None):
+        return None
+    if isinstance(exc, BudgetExceeded) and exc.limit == "cost_usd":
+        setting = "session_max_cost_usd" if exc.anchor_run_id is None else "max_cost_usd"
+        return "raise the cap with", f"%config AgentMagics.{setting} = …", " (None: no cap)"
+    if isinstance(exc, RunTimeout):
+        return "give the run more time with", "%%agent --timeout S", ", or leave --timeout out"
+    if isinstance(exc, LimitExceeded) and exc.limit == "model_calls":
+        return "allow more with", "%config AgentMagics.max_model_calls = N", " (or %%agent --max-model-calls N)"
+    return None
+
+
 def summary_line(run: NotebookRun) -> str:
     """``[completed · 1 model call · 0 tool calls · 42 tokens (30 in, 12 out) · $0.000000]``."""
     outcome = run.outcome
@@ -83,9 +116,14 @@ def summary_line(run: NotebookRun) -> str:
     cost = outcome.cost.total_usd if outcome.cost is not None else None
     calls, estimate = run.dashboard.interrupted() if run.dashboard is not None else (0, 0)
     approx = "~" if usage.estimated else ""  # the harness estimated part of it (no usage reported, a stop)
+    model_calls, tool_calls, code_steps = outcome.model_calls, outcome.tool_calls, 0
+    if run.dashboard is not None:  # the dashboard's counts: the whole tree, as its header said
+        details = run.dashboard.details()
+        model_calls, tool_calls, code_steps = details.model_calls, details.tool_calls, details.code_steps
     parts = [
-        _plural(outcome.model_calls, "model call") + (f" + {calls:,} interrupted" if calls else ""),
-        _plural(outcome.tool_calls, "tool call"),
+        _plural(model_calls, "model call") + (f" + {calls:,} interrupted" if calls else ""),
+        _plural(tool_calls, "tool call"),
+        *([_plural(code_steps, "code step")] if code_steps else []),
         f"{approx}{usage.total_tokens:,} tokens ({usage.input_tokens:,} in, {usage.output_tokens:,} out"
         + (", estimated)" if usage.estimated else ")")
         + (f" + ~{estimate:,} streamed (estimate)" if estimate else ""),

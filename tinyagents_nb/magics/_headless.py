@@ -17,12 +17,14 @@ nbval clear it. Outside a kernel (plain IPython) the terminal itself is live and
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 from ._budget import frontend_can_answer
 
-__all__ = ["FOREGROUND_NOTE", "RecordRelay", "executed_headless"]
+__all__ = ["FOREGROUND_NOTE", "RecordRelay", "executed_headless", "unseen_widgets"]
 
 FOREGROUND_NOTE = "ran in the foreground: no live frontend to update this cell later"
 """The line a ``--background`` cell prints when it waits because it is executed headless."""
@@ -90,3 +92,43 @@ class RecordRelay:
 def _msg_id(parent: Any) -> Any:
     header = parent.get("header", {}) if isinstance(parent, dict) else {}
     return header.get("msg_id")
+
+
+# ---------------------------------------------------------------------- no widgets nobody can see
+_UNSEEN: ContextVar[bool] = ContextVar("tinyagents_unseen_widgets", default=False)
+
+
+def _comm_factory(original: Callable[..., Any]) -> Callable[..., Any]:
+    def create_comm(*args: Any, **kwargs: Any) -> Any:
+        if _UNSEEN.get():
+            import comm
+
+            return comm.DummyComm(*args, **kwargs)  # its messages go nowhere
+        return original(*args, **kwargs)
+
+    create_comm.tinyagents = True  # type: ignore[attr-defined]
+    return create_comm
+
+
+@contextmanager
+def unseen_widgets(active: bool) -> Iterator[None]:
+    """While inside (and in every task started inside), widgets get comms that send nothing.
+
+    A headless executor (nbclient, so nbconvert, papermill, nbval) stores the state of every
+    widget whose messages it sees in the saved notebook, closed or not: about 68 KB per run of
+    dashboards nobody could look at, already replaced by records. The run's tasks inherit this
+    context (a task copies the context it is created in), so rows the dashboard adds later stay
+    unseen too. Other cells' widgets are unaffected.
+    """
+    if not active:
+        yield
+        return
+    import comm
+
+    if not getattr(comm.create_comm, "tinyagents", False):
+        comm.create_comm = _comm_factory(comm.create_comm)
+    token = _UNSEEN.set(True)
+    try:
+        yield
+    finally:
+        _UNSEEN.reset(token)

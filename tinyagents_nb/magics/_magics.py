@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import shlex
 import sys
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
@@ -42,13 +41,14 @@ from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
 from ._durable import announce_interrupted
 from ._handle import NotebookRun, RunMode
-from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless
+from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless, unseen_widgets
 from ._interpolate import InterpolationError, interpolate
 from ._notebook import new_access, run_access
 from ._output import CellView
+from ._rerun import RerunWatch
 from ._rlm import rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
-from ._usage import positive_int, usage_message
+from ._usage import parse_line, positive_int
 from ._waiting import UNREACHABLE, Delivery, sync_delivery, wait_async, wait_sync
 
 __all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
@@ -155,6 +155,7 @@ class AgentMagics(magic.Magics):
         super().__init__(shell=shell, **kwargs)
         self._cell: tuple[str | None, str] = (None, "")
         self.relay = RecordRelay()
+        self.reruns = RerunWatch(lambda run: self.session.stopped_by_rerun(run))
         session = _replace_session(None)
         if session is None:
             session = NotebookSession(store_path=self.store_path or None)
@@ -289,7 +290,16 @@ class AgentMagics(magic.Magics):
         if mode == "waiting":
             future = run.future
             assert future is not None
-            wait_sync(run, future, delivery=sync_delivery(self.shell), say=_say, work=self._main_thread_work)
+            with self.reruns.watching(self.shell, self._cell[0], run):
+                pumping = lambda: self.reruns.intercepting(self.shell)  # noqa: E731
+                wait_sync(
+                    run,
+                    future,
+                    delivery=sync_delivery(self.shell),
+                    say=_say,
+                    work=self._main_thread_work,
+                    pumping=pumping,
+                )
 
     def _main_thread_work(self) -> None:
         """Run the agent's code queued for the main thread (a waiting cell calls this as it waits)."""
@@ -308,10 +318,11 @@ class AgentMagics(magic.Magics):
         if mode == "waiting":
             future = run.future
             assert future is not None
-            await wait_async(run, future, say=_say)
+            with self.reruns.watching(self.shell, self._cell[0], run):
+                await wait_async(run, future, say=_say)
 
     def _start_map(self, line: str, cell: str) -> _map_cell.MapCell:
-        args = _parse(self.agent_cell, line)
+        args = parse_line(self.agent_cell, line, commands=COMMANDS)
         return _map_cell.start_map(self.session, self.shell, args, cell, widgets=self.shell is not None)
 
     def waits(self, argv: list[str]) -> bool:
@@ -340,7 +351,7 @@ class AgentMagics(magic.Magics):
 
     def _launch(self, line: str, cell: str, *, delivery: Delivery) -> tuple[NotebookRun, RunMode]:
         """Parse, create, show and start the run; the caller waits for it or not."""
-        args = _parse(self.agent_cell, line)
+        args = parse_line(self.agent_cell, line, commands=COMMANDS)
         if args.thread and args.new_thread:
             raise UsageError("--thread and --new-thread cannot be combined")
         if args.name is not None and not args.name.isidentifier():
@@ -387,22 +398,24 @@ class AgentMagics(magic.Magics):
         for old in session.supersede(key):
             print(f"stopped the earlier run {old.label} of this cell before running it again")
         self._bind(run, args.name)
-        dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
-        run.dashboard = dashboard
-        after = session.predecessor(run)
-        if after is not None:
-            dashboard.queued = f"queued behind run {after.label} on this thread"
-        if mode == "waiting" and delivery == "none":
-            dashboard.controls.unreachable = UNREACHABLE
-        dashboard.flush()
-        late = mode == "background" and executed_headless(self.shell)  # its record may come after the cell
-        view = CellView(run, self.shell, relay=self.relay if late else None)
-        run.view = view
-        if foreground:
-            print(FOREGROUND_NOTE)
-        sys.stdout.flush()  # earlier lines of this cell stay above the dashboard
-        view.show()
-        session.start(run, mode=mode)
+        headless = executed_headless(self.shell)
+        with unseen_widgets(headless):  # the dashboard and the run's tasks: no widget state in a headless file
+            dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
+            run.dashboard = dashboard
+            after = session.predecessor(run)
+            if after is not None:
+                dashboard.queued = f"queued behind run {after.label} on this thread"
+            if mode == "waiting" and delivery == "none":
+                dashboard.controls.unreachable = UNREACHABLE
+            dashboard.flush()
+            late = mode == "background" and headless  # its record may come after the cell
+            view = CellView(run, self.shell, relay=self.relay if late else None, widget=not headless)
+            run.view = view
+            if foreground:
+                print(FOREGROUND_NOTE)
+            sys.stdout.flush()  # earlier lines of this cell stay above the dashboard
+            view.show()
+            session.start(run, mode=mode)
         return run, mode
 
     def run_prompt(self, line: str, prompt: str, *, propose: bool = False) -> None:
@@ -452,7 +465,7 @@ class AgentMagics(magic.Magics):
 
         RUN is a --name, a run id (or its last characters) or an index such as -1.
         """
-        args = _parse(self.agent_line, line)
+        args = parse_line(self.agent_line, line, commands=COMMANDS)
         try:
             return run_command(self, args.command, list(args.args))
         except (TinyAgentsError, LookupError) as exc:
@@ -460,7 +473,7 @@ class AgentMagics(magic.Magics):
 
     async def agent_wait_async(self, line: str) -> Any:
         """``%agent wait …`` as an awaiting statement (ipykernel 7.x): the runs' buttons work while it waits."""
-        args = _parse(self.agent_line, line)
+        args = parse_line(self.agent_line, line, commands=COMMANDS)
         try:
             if args.command != "wait":  # the transformer only sends wait lines; anything else runs as usual
                 return run_command(self, args.command, list(args.args))
@@ -478,22 +491,6 @@ def _starter(magics: AgentMagics, session: NotebookSession, args: argparse.Names
         return session.new_run
     user_ns = magics.shell.user_ns if magics.shell else {}
     return rlm_starter(session, args.rlm, context=args.context, sub_model=args.sub_model, user_ns=user_ns)
-
-
-def _parse(magic_fn: Any, line: str) -> argparse.Namespace:
-    """Parse with POSIX shell quoting (IPython's own splitter keeps the quotes around values)."""
-    try:
-        argv = shlex.split(line)
-    except ValueError as exc:  # an unclosed quote
-        raise UsageError(f"cannot parse the magic's line: {exc}") from None
-    parser = magic_fn.parser
-    try:
-        namespace: argparse.Namespace = parser.parse_args(argv)  # its error() raises UsageError
-    except UsageError as exc:  # argparse's wording, rewritten as the magics' own one line
-        flags = [flag for action in parser._actions for flag in action.option_strings]
-        magic = "%agent" if magic_fn.__name__ == "agent_line" else "%%agent"
-        raise UsageError(usage_message(str(exc), magic=magic, flags=flags, commands=COMMANDS)) from None
-    return namespace
 
 
 def _say(text: str) -> None:

@@ -43,7 +43,11 @@ def mcp_command(host: CommandHost, session: NotebookSession, args: list[str]) ->
     servers = session.mcp
     action, rest = (args[0], args[1:]) if args else ("list", [])
     if action == "list" and not rest:
-        return servers.frame()
+        frame = servers.frame()
+        if frame.empty:
+            print("no MCP servers yet: add one with %agent mcp add NAME -- COMMAND ARGS… (or --url URL)")
+            return None
+        return frame
     if action == "add":
         _add(servers, rest)
         return None

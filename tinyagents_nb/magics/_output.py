@@ -34,10 +34,12 @@ class CellView:
         run: The run to show.
         shell: The IPython shell running the cell (its ``kernel``, when there is one, is used).
         relay: Sends the record when the run ends after its cell, for a headless executor to apply.
+        widget: Whether the live bundle holds the dashboard's view (not when no frontend can show it).
     """
 
-    def __init__(self, run: NotebookRun, shell: Any, *, relay: RecordRelay | None = None) -> None:
+    def __init__(self, run: NotebookRun, shell: Any, *, relay: RecordRelay | None = None, widget: bool = True) -> None:
         self.run = run
+        self._widget = widget
         self.display_id = f"tinyagents-{run.run_id}"
         kernel: Any = getattr(shell, "kernel", None)
         ready = all(hasattr(kernel, a) for a in ("session", "iopub_socket", "get_parent"))
@@ -52,7 +54,7 @@ class CellView:
         """The widget view plus a ``text/plain`` that never claims the run is running."""
         data: dict[str, Any] = {}
         dashboard = self.run.dashboard
-        if dashboard is not None:  # it says itself when its kernel is gone (widgets' stylesheet)
+        if dashboard is not None and self._widget:  # it says itself when its kernel is gone (widgets' stylesheet)
             widget = dashboard.widget._repr_mimebundle_() or {}
             if _WIDGET in widget:
                 data[_WIDGET] = widget[_WIDGET]

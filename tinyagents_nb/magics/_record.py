@@ -23,9 +23,11 @@ from tinyagents_nb.notebook import describe_call
 from tinyagents_nb.rlm import REPL_TOOL, reply_parts
 from tinyagents_nb.widgets import Alert, CodeStep, Decision, safe_markdown, strip_controls
 
-from ._display import error_line, summary_line
+from ._display import error_line, limit_hint, short_ids, summary_line
 from ._handle import NotebookRun
 from ._notebook import proposals_of
+from ._record_details import details_blocks, undelivered_blocks
+from ._rerun import RERUN
 
 __all__ = ["live_text", "record_bundle"]
 
@@ -34,6 +36,7 @@ _RESULT = 160
 _STEP_OUTPUT = 1_500  # per code step: enough to follow the run; the whole output is in the journal
 _TICKS: Final = re.compile(r"`+")
 _PUNCTUATION: Final = re.compile(r"([\\`*_\[\]{}!|~$#])")
+_DOLLARS: Final = re.compile(r"\$+[\w.,]*(?<![.,])")
 
 
 def _clip(text: str, width: int) -> str:
@@ -75,6 +78,8 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
         if decision.run_id == root:
             decided.setdefault(decision.call_id, []).append(decision)
     pieces = _messages(messages, steps_of, decided)
+    if run.status == "failed" and run.dashboard is not None and run.dashboard.interrupted()[0] > 0:
+        pieces.append(("*— stopped here —*", "— stopped here —"))  # a timeout cut the answer, as a Stop does
     answered = any(isinstance(m, AssistantMessage) and m.text.strip() for m in messages)
     if not answered and run.status == "completed" and run.final_text:  # e.g. a structured answer with no text
         pieces.append((safe_markdown(run.final_text), run.final_text))  # (a failed run's would be an older answer)
@@ -83,14 +88,21 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
     failed = run.status == "failed"
     for alert in alerts:  # a failed run's own error line below says why
         pieces.append(_line(f"⛔ {alert.what}" if failed and alert.run_id == root else alert.text()))
-    if outcome is not None and outcome.error is not None and outcome.status == "failed":
-        line = f"run failed: {error_line(outcome.error)}"
+    error = run.crash if outcome is None else outcome.error if outcome.status == "failed" else None
+    if error is not None:
+        line = short_ids(f"run failed: {error_line(error)}", [run])
         pieces.append((f"**{_escape(line)}**", line))
-    elif outcome is None and run.crash is not None:
-        line = f"run failed: {error_line(run.crash)}"
-        pieces.append((f"**{_escape(line)}**", line))
+        hint = limit_hint(error)
+        if hint is not None:
+            lead, command, tail = hint
+            pieces.append((f"{_escape(lead)} {_code(command)}{_escape(tail)}", f"{lead} {command}{tail}"))
+    details = run.dashboard.details() if run.dashboard is not None else None
+    if details is not None:
+        pieces += undelivered_blocks(details, _escape)
     if run.status == "cancelled":
-        pieces.append(("*— stopped here —*", "— stopped here —"))
+        reason = getattr(outcome.error, "reason", None) if outcome is not None else None
+        mark = f"— stopped: {RERUN} —" if reason == RERUN else "— stopped here —"
+        pieces.append((f"*{mark}*", mark))
     return pieces + _proposed(run)
 
 
@@ -155,7 +167,7 @@ def _messages(
             pieces.append((f"&nbsp;&nbsp;{mark} {_code(text)}", f"  {mark} {text}"))
         elif isinstance(message, UserMessage) and message.text.strip():  # steering sent during the run
             text = message.text.strip()
-            pieces.append((f"↪ *steered:* {safe_markdown(text)}", f"steered: {text}"))
+            pieces.append((f"↪ *steered:* {_escape(text)}", f"steered: {text}"))  # typed as plain text
     return pieces
 
 
@@ -206,7 +218,25 @@ def _rlm_answer(messages: Sequence[Message]) -> AssistantMessage | None:
 
 
 def _escape(text: str) -> str:
-    """Plain text as Markdown that renders as itself: no HTML, no emphasis or link syntax."""
+    r"""Plain text as Markdown that renders as itself: no HTML, no emphasis or link syntax, no math.
+
+    A backslash does not keep ``$`` from being typeset in JupyterLab (its renderer turns ``\\$`` into
+    a bare ``$`` before MathJax reads the page), so every ``$`` word (money, mostly) becomes a code
+    span: JupyterLab's math pass skips code spans and MathJax skips ``<code>``.
+    """
+    out: list[str] = []
+    start = 0
+    for match in _DOLLARS.finditer(text):
+        out.append(_escape_words(text[start : match.start()]))
+        if out[-1].endswith("\\"):  # a code span right after a backslash is not one to JupyterLab's math pass
+            out.append("&#8203;")
+        out.append(_code(match.group()))
+        start = match.end()
+    out.append(_escape_words(text[start:]))
+    return "".join(out)
+
+
+def _escape_words(text: str) -> str:
     return _PUNCTUATION.sub(r"\\\1", text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"))
 
 
@@ -227,6 +257,10 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     title = f'agent run "{run.name}"' if run.name else "agent run"
     pieces = _blocks(run)
     summary = summary_line(run)
+    if run.dashboard is not None:
+        block = details_blocks(run.dashboard.details(), handle=run.name, escape=_escape, code=_code)
+        if block is not None:
+            pieces.append(block)
     # The pieces made their untrusted parts safe (_blocks); the model name is a registry key.
     model = run.model.replace("`", "").replace("<", "")
     markdown = [f"**{title}** · `{model}`", *(md for md, _ in pieces), f"`{summary}`"]

@@ -17,6 +17,7 @@ from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits
 
 from ._handle import NotebookRun
+from ._offline import OfflineModel
 from ._session import NotebookSession
 
 __all__ = ["rlm_starter"]
@@ -74,8 +75,16 @@ def rlm_starter(
         if tools:
             raise ConfigurationError("--tools does not apply to --rlm", hint="the REPL's helpers are its tools")
         limits = RLMLimits() if max_model_calls is None else RLMLimits(max_iterations=max_model_calls)
+        chat_model = session.resolve_model(model)
+        if isinstance(chat_model, OfflineModel):
+            raise ConfigurationError(
+                "--rlm needs a model that writes Python code, and the offline demo model only echoes the prompt",
+                hint="pass --model with a real provider (e.g. --model openai:gpt-4o-mini), or script one offline: "
+                'from tinyagents_nb.magics import demo_model; demo_model(["```python\nFINAL(len(df))\n```"]) '
+                "then --model demo",
+            )
         rlm = RLM(
-            model=session.resolve_model(model),
+            model=chat_model,
             sub_model=session.resolve_model(sub_model) if sub_model else None,
             environment=env,
             limits=limits,

@@ -14,7 +14,7 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
 
 from tinyagents_nb.harness import (
     AgentEvent,
@@ -52,6 +52,7 @@ from ._durable import interrupted_rows
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
+from ._rerun import RERUN
 from ._servers import SessionServers
 from ._tracing import SessionTracing
 
@@ -130,6 +131,7 @@ class NotebookSession:
         )
         """The root context: every run is ``context.new_root(...)`` and shares its sink, store and ledgers."""
         self._runs: list[NotebookRun] = []
+        self._rerun_stopped: dict[str, list[NotebookRun]] = {}
         self._agent_names: dict[str, str] = {}
         events = self.context.events
         # token deltas are not journaled: a durable write per token would dominate a long stream,
@@ -218,18 +220,14 @@ class NotebookSession:
         return self.tools.register(item, replace=True)
 
     @overload
-    def tool(self, fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+    def tool(self, fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> FunctionTool[P, R]: ...
     @overload
-    def tool(
-        self, /, *, name: str | None = None, description: str | None = None
-    ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
-    def tool(
-        self, fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
-    ) -> Any:
-        """Decorator: ``@session.tool`` or ``@session.tool(name=...)`` registers the function as a tool."""
+    def tool(self, /, **options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+    def tool(self, fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
+        """``@session.tool`` or ``@session.tool(requires_approval=True, ...)``: every option of ``tool()``."""
 
         def register(function: Callable[..., Any]) -> FunctionTool[..., Any]:
-            item = tool(function, name=name, description=description)
+            item = tool(function, **options)
             self.tools.register(item, replace=True)
             return item
 
@@ -372,11 +370,21 @@ class NotebookSession:
         return runs
 
     def supersede(self, cell_key: str) -> list[NotebookRun]:
-        """Cancel the active runs started by the same cell (it is being run again); returns them."""
+        """Cancel the active runs started by the same cell (it is being run again); returns them.
+
+        Also returns, once, the runs of that cell a re-run already stopped while their cell waited
+        (``stopped_by_rerun``): the new run is where that is said.
+        """
         old = [r for r in self.active_runs() if r.cell_key == cell_key]
         for run in old:
-            run.cancel("its cell was run again")
-        return old
+            run.cancel(RERUN)
+        earlier = self._rerun_stopped.pop(cell_key, [])
+        return [*earlier, *(r for r in old if r not in earlier)]
+
+    def stopped_by_rerun(self, run: NotebookRun) -> None:
+        """``run`` was stopped because its cell was run again (its cell was waiting for it)."""
+        if run.cell_key is not None:
+            self._rerun_stopped.setdefault(run.cell_key, []).append(run)
 
     # ------------------------------------------------------------------ reports
     def runs_frame(self) -> pd.DataFrame:
@@ -406,11 +414,10 @@ class NotebookSession:
     def context_window(self, thread_id: str | None = None) -> tuple[ContextWindow | None, str, str]:
         """``(window, model, source)`` for a thread: the last run's measured window, else an estimate of its history."""
         thread = thread_id or self.thread_id
-        for run in reversed(self._runs):
-            window = run.context.context_window
-            if run.thread_id == thread and window is not None:
-                return window, run.model, "measured at the last model call"
         last = next((r for r in reversed(self._runs) if r.thread_id == thread), None)
+        window = last.context.context_window if last is not None else None
+        if last is not None and window is not None:  # the last run's model, never an older run's
+            return window, last.model, "measured at the last model call"
         model = last.model if last is not None else self.model_name()  # the thread's model, not the default
         try:
             known = last.harness.context_window if last is not None else None
@@ -485,14 +492,21 @@ def _replace_session(session: NotebookSession | None) -> NotebookSession | None:
 
 
 @overload
-def agent_tool(fn: Callable[P, R], /) -> FunctionTool[P, R]: ...
+def agent_tool(fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> FunctionTool[P, R]: ...
 @overload
-def agent_tool(
-    *, name: str | None = None, description: str | None = None
-) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
-def agent_tool(
-    fn: Callable[..., Any] | None = None, /, *, name: str | None = None, description: str | None = None
-) -> Any:
-    """Decorator registering a notebook function as a tool of the kernel's session (``get_session().tool``)."""
+def agent_tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
+def agent_tool(fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
+    """Register a notebook function as a tool of the kernel's session; takes every option of ``tool()``."""
     session = get_session()
-    return session.tool(name=name, description=description) if fn is None else session.tool(fn)
+    return session.tool(**options) if fn is None else session.tool(fn, **options)
+
+
+class ToolOptions(TypedDict, total=False):
+    """The options of the harness's ``tool()``, accepted by ``agent_tool`` and ``NotebookSession.tool``."""
+
+    name: str | None
+    description: str | None
+    timeout_s: float | None
+    strict: bool
+    in_thread: bool | None
+    requires_approval: bool | Callable[..., Any]

@@ -12,10 +12,13 @@ from __future__ import annotations
 import argparse
 import difflib
 import re
+import shlex
 from collections.abc import Iterable
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["positive_int", "usage_message"]
+from IPython.core.error import UsageError
+
+__all__ = ["parse_line", "positive_int", "usage_message"]
 
 _ARGUMENT: Final = re.compile(r"^argument (?P<name>[^:]+): (?P<rest>.*)$", re.DOTALL)
 _INVALID_VALUE: Final = re.compile(r"^invalid (?P<type>\w+) value: (?P<value>.*)$")
@@ -69,3 +72,19 @@ def usage_message(message: str, *, magic: str, flags: Iterable[str] = (), comman
     if name == "COMMAND":
         return f"%agent: {rest}"
     return f"{magic}: {name} {rest}"
+
+
+def parse_line(magic_fn: Any, line: str, *, commands: Iterable[str]) -> argparse.Namespace:
+    """Parse with POSIX shell quoting (IPython's own splitter keeps the quotes around values)."""
+    try:
+        argv = shlex.split(line)
+    except ValueError as exc:  # an unclosed quote
+        raise UsageError(f"cannot parse the magic's line: {exc}") from None
+    parser = magic_fn.parser
+    try:
+        namespace: argparse.Namespace = parser.parse_args(argv)  # its error() raises UsageError
+    except UsageError as exc:  # argparse's wording, rewritten as the magics' own one line
+        flags = [flag for action in parser._actions for flag in action.option_strings]
+        magic = "%agent" if magic_fn.__name__ == "agent_line" else "%%agent"
+        raise UsageError(usage_message(str(exc), magic=magic, flags=flags, commands=commands)) from None
+    return namespace

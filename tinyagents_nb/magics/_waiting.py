@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import signal
 import sys
+import threading
 import time
 import tokenize
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any, Literal
 
 from IPython.core.inputtransformer2 import make_tokens_by_line
@@ -90,20 +93,29 @@ def wait_sync(
     delivery: Delivery,
     say: Callable[[str], None],
     work: Callable[[], object] | None = None,
+    pumping: Callable[[], AbstractContextManager[object]] | None = None,
 ) -> bool:
     """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
 
-    ``work`` is called at each poll, on this (the main) thread: the code the agent runs in the kernel.
+    Args:
+        run: The run the cell waits for (■ cancels it).
+        future: Resolves when the run ended and its record was shown.
+        delivery: How clicks reach this cell (see ``sync_delivery``).
+        say: Prints a line in the cell.
+        work: Called at each poll, on this (the main) thread: the code the agent runs in the kernel.
+        pumping: Entered while the kernel is pumped (after ``jupyter_ui_poll`` took over its
+            execute requests), e.g. to see a re-run of this cell arrive.
 
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
     """
-    if delivery == "pump":
-        from jupyter_ui_poll import ui_events
+    with _interruptible():
+        if delivery == "pump":
+            from jupyter_ui_poll import ui_events
 
-        with ui_events() as poll:
-            return _wait_loop(run, future, say, _both(lambda: poll(10), work))
-    return _wait_loop(run, future, say, work)
+            with ui_events() as poll, (pumping or nullcontext)():
+                return _wait_loop(run, future, say, _both(lambda: poll(10), work))
+        return _wait_loop(run, future, say, work)
 
 
 def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Callable[[], object]:
@@ -115,6 +127,28 @@ def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Call
         work()
 
     return both
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """■ raises ``KeyboardInterrupt`` here even in a cell the kernel did not dispatch itself.
+
+    ``jupyter_ui_poll`` replays the execute requests it deferred (a re-run, Run All's next cells)
+    outside ipykernel's dispatch, which is what installs Python's SIGINT handler for a request;
+    without this, ■ in such a cell would reach only the idle-time handler.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.default_int_handler:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _wait_loop(

@@ -13,6 +13,9 @@ from __future__ import annotations
 from ._dashboard import (
     RunDashboard as RunDashboard,
 )
+from ._details import (
+    RunDetails as RunDetails,
+)
 from ._map_view import (
     MapView as MapView,
     map_record as map_record,
@@ -37,6 +40,7 @@ __all__ = [
     "Decision",
     "MapView",
     "RunDashboard",
+    "RunDetails",
     "RunLog",
     "map_record",
     "render_markdown",

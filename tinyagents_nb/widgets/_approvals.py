@@ -44,10 +44,17 @@ class ApprovalCard:
             value=self._original, layout=widgets.Layout(width="100%", height="6em"), description=""
         )
         self.reason: Any = widgets.Text(
-            value="", placeholder="Reason (told to the model on Deny)", layout=widgets.Layout(flex="1 1 auto")
+            value="",
+            placeholder="Reason (told to the model on Deny)",
+            layout=widgets.Layout(flex="1 1 14em", min_width="14em"),
         )
-        self.approve: Any = widgets.Button(description="Approve", icon="check", button_style="success")
-        self.deny: Any = widgets.Button(description="Deny", icon="times", button_style="warning")
+        keep = {"flex": "0 0 auto", "width": "auto", "min_width": "7.5em"}  # never squeezed to a bare ✓/✗ square
+        self.approve: Any = widgets.Button(
+            description="Approve", icon="check", button_style="success", layout=widgets.Layout(**keep)
+        )
+        self.deny: Any = widgets.Button(
+            description="Deny", icon="times", button_style="warning", layout=widgets.Layout(**keep)
+        )
         self.error: Any = widgets.HTML("")
         self.approve.on_click(self._on_approve)
         self.deny.on_click(self._on_deny)
@@ -55,7 +62,9 @@ class ApprovalCard:
             children=(
                 self.title,
                 self.arguments,
-                widgets.HBox(children=(self.approve, self.deny, self.reason)),
+                widgets.HBox(  # a narrow notebook wraps the reason box under the buttons
+                    children=(self.approve, self.deny, self.reason), layout=widgets.Layout(flex_flow="row wrap")
+                ),
                 self.error,
             ),
             layout=widgets.Layout(border="1px solid #d4a72c", padding="4px", margin="2px 0"),

@@ -16,7 +16,7 @@ from typing import Any
 
 from tinyagents_nb.harness import RunContext, TreeBudget
 
-from ._format import esc, format_int
+from ._format import esc, format_int, format_usd
 from ._gauge import bar_style_for
 
 __all__ = ["BudgetBars", "budget_lines"]
@@ -47,7 +47,7 @@ def budget_lines(ctx: RunContext[Any], budgets: Sequence[TreeBudget]) -> list[tu
 
 
 def _usd(amount: Decimal) -> str:
-    return f"{amount:.6f}" if amount < 1 else f"{amount:,.2f}"
+    return format_usd(amount).removeprefix("$")  # the one money shape (see format_usd)
 
 
 class BudgetBars:

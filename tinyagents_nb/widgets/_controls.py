@@ -20,9 +20,11 @@ from tinyagents_nb.harness import AgentStream, TinyAgentsError
 
 from ._header import Notice
 
-__all__ = ["PAUSING_NOTICE", "RunControls"]
+__all__ = ["ADDED_PREFIX", "PAUSING_NOTICE", "QUEUED_PREFIX", "RunControls"]
 
 PAUSING_NOTICE = "pausing — will pause before the next model call (the current answer finishes first)"
+QUEUED_PREFIX = "queued for the next model call: "
+ADDED_PREFIX = "added to the conversation (the next model call reads it): "
 
 _WAITING = frozenset({"paused", "pausing"})
 
@@ -104,7 +106,7 @@ class RunControls:
         if not text:
             self.notice = Notice("nothing to send: type a message in the box first", "warn")
             return
-        ack = f"queued for the next model call: {text if len(text) <= 80 else text[:79] + '…'}"
+        ack = QUEUED_PREFIX + (text if len(text) <= 80 else text[:79] + "…")
         if self._attempt(lambda: self._stream.steer(text), ack):
             self.sent.append(text)
             self._clear_text = True

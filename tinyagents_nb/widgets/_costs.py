@@ -27,6 +27,7 @@ COST_COLUMNS: Final = ("agent", "model", "calls", "input", "cached", "cache_writ
 _INT_COLUMNS: Final = ("calls", "input", "cached", "cache_write", "output", "reasoning")
 _REFRESH_S: Final = 0.25
 _EMPTY: Final = '<div class="ta-dim">no billed model call yet</div>'
+_NONE_BILLED: Final = '<div class="ta-dim">no model call reported usage, so nothing was billed</div>'
 _NUMERIC: Final = frozenset({*_INT_COLUMNS, "usd"})
 
 
@@ -111,6 +112,7 @@ class CostTable:
         *,
         now: float,
         force: bool,
+        ended: bool = False,
     ) -> None:
         """Refresh at most every 250 ms (or now, with ``force``) when this run's usage changed."""
         if not force and now - self._last < _REFRESH_S:
@@ -119,6 +121,8 @@ class CostTable:
             return
         self._last = now
         if not self._groups:
+            if ended and self.widget.value == _EMPTY:
+                self.widget.value = _NONE_BILLED
             return
         html = _table_html(self.dataframe())
         if html != self.widget.value:

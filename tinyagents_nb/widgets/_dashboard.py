@@ -29,12 +29,15 @@ from tinyagents_nb.harness.runtime import CostRecord
 from ._approvals import ApprovalCards
 from ._bridge import Flusher, when_done
 from ._budget import BudgetBars
-from ._controls import PAUSING_NOTICE, RunControls
+from ._controls import ADDED_PREFIX, PAUSING_NOTICE, QUEUED_PREFIX, RunControls
 from ._costs import CostTable
+from ._details import AgentLine, CostLine, RunDetails, ToolLine
+from ._format import code_span, esc
 from ._gauge import ContextGauge
 from ._header import Notice, RunHeader, RunState, Totals, usage_text
 from ._router import EventRouter
 from ._runlog import Alert, CodeStep, Decision, RunLog
+from ._safe_markdown import safe_markdown
 from ._style import STYLESHEET
 from ._tools import ToolCallsPane
 from ._transcript import TranscriptPane
@@ -112,6 +115,8 @@ class RunDashboard:
         self._agents_shown = False
         self._stop_marked = False
         self._undelivered_noted = False
+        self._display_id: str | None = None
+        self._record_shown = False
         self.widget: Any = widgets.VBox(
             children=(
                 widgets.HTML(value=STYLESHEET),
@@ -243,6 +248,13 @@ class RunDashboard:
         notice = self.controls.notice
         if self._flusher.last_error is not None:
             return Notice(f"dashboard error: {self._flusher.last_error}", "warn")
+        if (
+            notice is not None
+            and notice.text.startswith(QUEUED_PREFIX)
+            and self.controls.sent
+            and self.state.steers_delivered >= len(self.controls.sent)
+        ):  # the transcript's note says it was added: the header must not still say queued
+            return Notice(ADDED_PREFIX + notice.text.removeprefix(QUEUED_PREFIX))
         if notice is not None and notice.text == PAUSING_NOTICE and status == "paused":
             return Notice("paused — Resume continues; a message sent now is seen when it does")
         if notice is None and isinstance(self.queued, str):
@@ -288,10 +300,11 @@ class RunDashboard:
                 self.controls.render(status=status, terminal=terminal)
                 self.approvals.render(terminal=terminal)
                 self.gauge.render(ctx.context_window, self.state.error)
-                self.transcript.render(waiting=not terminal)
+                quiet = not (self.state.model_calls or self.tools.count or self.state.code_steps)
+                self.transcript.render(waiting=not terminal and quiet and not self.approvals.pending)
                 self.tools.render()
                 self.agents.render(self.tree, ctx.usage, ctx.costs, now=now, force=force)
-                self.costs.render(ctx.costs, self._belongs, self.tree.name_of, now=now, force=force)
+                self.costs.render(ctx.costs, self._belongs, self.tree.name_of, now=now, force=force, ended=terminal)
                 self.budget.render(ctx)
                 tool_count, agents = self.tools.count, len(self.tree) > 1
             if tool_count != self._tools_shown:
@@ -301,6 +314,7 @@ class RunDashboard:
             if agents != self._agents_shown:
                 self._agents_shown = agents
                 self._agents_section.layout.display = None if agents else "none"
+            self._replace_display()
 
     # ------------------------------------------------------------------ display
     def interrupted(self) -> tuple[int, int]:
@@ -313,6 +327,48 @@ class RunDashboard:
         """Copies of the run log's code steps, approval decisions and alerts (thread-safe)."""
         with self._lock:
             return self.log.snapshot()
+
+    def details(self) -> RunDetails:
+        """A plain copy of the panes (tree, tool calls, cost, steering) and the header's counts (thread-safe)."""
+        ctx = self._ctx
+        with self._lock:
+            state = self.state
+            self.costs.update(ctx.costs, self._belongs, self.tree.name_of)
+            agents = tuple(
+                AgentLine(
+                    name=node.name,
+                    depth=node.depth,
+                    status=node.status,
+                    tokens=ctx.usage.for_subtree(node.run_id).total_tokens,
+                    usd=ctx.costs.for_subtree(node.run_id).total_usd,
+                )
+                for node in self.tree.ordered()
+            )
+            tools = tuple(
+                ToolLine(
+                    name=row.name,
+                    caption=row.caption,
+                    status=row.status,
+                    arguments=row.arguments,
+                    output=row.output,
+                    error_type=row.error_type,
+                    duration_s=row.duration_s,
+                )
+                for row in self.tools.rows.values()
+            )
+            frame = self.costs.dataframe()
+            return RunDetails(
+                model_calls=state.model_calls,
+                tool_calls=state.tool_calls,
+                code_steps=state.code_steps,
+                agents=agents,
+                agents_dropped=self.tree.dropped,
+                tools=tools,
+                tools_dropped=self.tools.dropped,
+                costs=tuple(_cost_line(row) for row in frame.to_dict("records")),
+                sent=tuple(self.controls.sent),
+                delivered=state.steers_delivered,
+            )
 
     def summary_text(self) -> str:
         """One deterministic line: the status, and once ended the counts, tokens and USD.
@@ -330,8 +386,44 @@ class RunDashboard:
             if state.terminal == "failed":
                 error = state.error
                 parts.append(f"{type(error).__name__}: {error}" if error is not None else state.error_text or "error")
-            parts.append(usage_text(state.model_calls, state.tool_calls, self._totals()))
+            parts.append(usage_text(state.model_calls, state.tool_calls, self._totals(), code_steps=state.code_steps))
         return f"<tinyagents run{name}: {' · '.join(parts)}>"
+
+    def _ipython_display_(self) -> None:
+        """``display(dashboard)``: the live view now, and a static record in its place when the run ends.
+
+        A widget needs its kernel, so a saved notebook would keep a "running" line and reopen as
+        "Error displaying widget". Shown while the run is live, the output gets a display id and
+        the final flush replaces it by ``record_markdown()``; shown after the end (to look at the
+        panes again), it stays the live view, which is what was asked for.
+        """
+        from IPython.display import display
+
+        live = not self.state.finished
+        if live and self._display_id is None:
+            self._display_id = f"tinyagents-dashboard-{self.run_id}"
+        display(self._repr_mimebundle_(), raw=True, display_id=self._display_id if live else None)  # type: ignore[no-untyped-call]
+
+    def record_markdown(self) -> dict[str, str]:
+        """A static ``text/markdown`` + ``text/plain`` record: the answer text, the pressure marks, the summary."""
+        with self._lock:
+            text = self.transcript.text()
+            marks = list(self.gauge.marks)
+        summary = self.summary_text()
+        markdown = [f"**{esc(self.state.title)}**", safe_markdown(text) if text.strip() else "*(no text)*"]
+        markdown += [f"context pressure: {code_span(mark)}" for mark in marks]
+        markdown.append(code_span(summary))
+        plain = [self.state.title, text, *(f"context pressure: {mark}" for mark in marks), summary]
+        return {"text/markdown": "\n\n".join(markdown), "text/plain": "\n".join(plain)}
+
+    def _replace_display(self) -> None:
+        """Once the run ended: the output ``display(dashboard)`` made becomes the record (once)."""
+        if self._display_id is None or self._record_shown or not self.state.finished:
+            return
+        self._record_shown = True
+        from IPython.display import update_display
+
+        update_display(self.record_markdown(), raw=True, display_id=self._display_id)  # type: ignore[no-untyped-call]
 
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
         bundle = self.widget._repr_mimebundle_(**kwargs)
@@ -341,6 +433,18 @@ class RunDashboard:
 
     def __repr__(self) -> str:
         return f"RunDashboard(run_id={self.run_id!r}, status={self._status()!r})"
+
+
+def _cost_line(row: dict[Any, Any]) -> CostLine:
+    return CostLine(
+        agent=str(row["agent"]),
+        model=str(row["model"]),
+        calls=int(row["calls"]),
+        input_tokens=int(row["input"]),
+        cached_input_tokens=int(row["cached"]),
+        output_tokens=int(row["output"]),
+        usd=row["usd"],
+    )
 
 
 def _check_options(throttle_hz: object, max_history: object) -> None:

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from decimal import Decimal
 from typing import Any, Final
 
 __all__ = [
+    "code_span",
     "esc",
     "format_duration",
     "format_int",
@@ -38,15 +40,15 @@ def plural(count: int, noun: str) -> str:
 
 
 def format_usd(value: Decimal | None) -> str:
-    """Dollars to the micro-dollar (agent calls often cost fractions of a cent); ``None`` is ``unknown``.
+    """Dollars to the micro-dollar, always six places (``$0.000409``, ``$1,234.500000``); ``None`` is ``unknown``.
 
-    An unknown price is never shown as ``$0``: a partial sum would understate the cost.
+    One shape everywhere (header, panes, the record, ``%agent`` tables): agent calls often cost
+    fractions of a cent, and ``$0.00`` beside ``$0.000000`` reads like two different amounts. An
+    unknown price is never shown as ``$0``: a partial sum would understate the cost.
     """
     if value is None:
         return "unknown"
-    text = format(value.quantize(_MICRO), "f").rstrip("0")
-    whole, _, frac = text.partition(".")
-    return f"${int(whole):,}.{frac.ljust(2, '0')}"
+    return f"${value.quantize(_MICRO):,.6f}"
 
 
 def format_duration(seconds: float, *, precise: bool = True) -> str:
@@ -80,3 +82,11 @@ def json_preview(value: Any, limit: int = 300) -> str:
         except (TypeError, ValueError):  # circular or otherwise unencodable
             text = repr(value)
     return truncate(text, limit)
+
+
+def code_span(text: str) -> str:
+    """A Markdown inline code span holding any text (more backticks than it contains); never typeset as math."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"

@@ -13,7 +13,7 @@ the view disconnected (a kernel restart), so a dashboard never claims a run that
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Final
 
@@ -74,7 +74,12 @@ class RunState:
     cancel_reason: str | None = None
     result: AgentRun | None = None
     model_calls: int = 0
+    """Finished model calls of the tree."""
     tool_calls: int = 0
+    code_steps: int = 0
+    """An RLM run's code-running calls (not counted as tool calls)."""
+    live_calls: set[tuple[str, str]] = field(default_factory=set)
+    """Model calls started, by ``(run_id, call_id)``: the header counts them while the run is live."""
     steers_delivered: int = 0
     alert: Alert | None = None
     """The latest guardrail trip or limit reached in the run's tree (shown under the header)."""
@@ -97,12 +102,14 @@ class RunHeader:
             self.widget.value = html
 
 
-def usage_text(model_calls: int, tool_calls: int, totals: Totals) -> str:
+def usage_text(model_calls: int, tool_calls: int, totals: Totals, *, code_steps: int = 0) -> str:
     """``2 model calls · 1 tool call · 1,234 tokens · $0.000409``, with a stopped call's estimate."""
     parts = [plural(model_calls, "model call")]
     if totals.interrupted_calls:
         parts[0] += f" + {totals.interrupted_calls:,} interrupted"
     parts.append(plural(tool_calls, "tool call"))
+    if code_steps:
+        parts.append(plural(code_steps, "code step"))
     if not (totals.tokens or totals.estimated_tokens or totals.interrupted_calls or totals.usd):
         return " · ".join(parts)  # nothing billed yet: no "0 tokens · $0.00" that reads like a fact
     approx = "~" if totals.estimated else ""
@@ -131,7 +138,8 @@ def header_html(
     if state.started is not None:
         end = state.ended if state.ended is not None else now
         facts.append(format_duration(end - state.started, precise=state.ended is not None))
-    facts.append(usage_text(state.model_calls, state.tool_calls, totals))
+    calls = state.model_calls if state.terminal is not None else max(state.model_calls, len(state.live_calls))
+    facts.append(usage_text(calls, state.tool_calls, totals, code_steps=state.code_steps))
     html = f'<div class="ta-head" title="run {esc(state.run_id)}">'
     html += "".join(f"<span>{fact}</span>" for fact in facts) + "</div>"
     if state.terminal == "failed":

@@ -33,7 +33,7 @@ __all__ = ["TERMINAL_KINDS", "EventRouter"]
 
 TERMINAL_KINDS: Final = {"run.completed": "completed", "run.failed": "failed", "run.cancelled": "cancelled"}
 _STEERING_WORDS: Final = {
-    "inject_message": "your message was delivered",
+    "inject_message": "your message was added to the conversation (the next model call reads it)",
     "pause": "paused",
     "resume": "resumed",
     "redirect": "redirected",
@@ -68,6 +68,7 @@ class EventRouter:
         """The tool whose calls are code steps, by RLM run id (``rlm.started``)."""
         self._handlers: Mapping[str, Callable[[Any], None]] = {
             "model.delta": self._on_delta,
+            "model.started": self._on_model_started,
             "run.started": self._on_run_started,
             "model.completed": self._on_model_completed,
             "model.failed": self._on_model_failed,
@@ -143,6 +144,9 @@ class EventRouter:
         self._retries[(event.run_id, event.call_id)] = event.attempt
         self._note(event, f"attempt {event.attempt} failed, retrying in {event.delay_s:.1f} s: {event.error}")
 
+    def _on_model_started(self, event: Any) -> None:
+        self._state.live_calls.add((event.run_id, event.call_id))  # counted while it streams (a retry is the same call)
+
     def _on_model_completed(self, event: Any) -> None:
         self._state.model_calls += 1
         self._gauge.record_cache(event.usage.cached_input_tokens, event.usage.cache_write_tokens)
@@ -150,7 +154,7 @@ class EventRouter:
         self._transcript.end_call(event.run_id, event.call_id)
 
     def _on_model_failed(self, event: Any) -> None:
-        self._transcript.end_call(event.run_id, event.call_id)
+        self._transcript.fail_call(event.run_id, event.call_id)
         attempts = max(event.attempt, self._retries.pop((event.run_id, event.call_id), 0) + 1)
         after = f" after {attempts} attempts" if attempts > 1 else ""
         self._note(event, f"model call failed{after}: {event.error_type}: {event.error}")
@@ -173,14 +177,20 @@ class EventRouter:
         if isinstance(data, dict) and data.get("summary") and event.message:
             self._tools.summarised(event.run_id, event.call_id, event.message)
 
+    def _count_call(self, event: Any) -> None:
+        if self._is_step_call(event):
+            self._state.code_steps += 1  # the record and transcript call them steps, not tool calls
+        else:
+            self._state.tool_calls += 1
+
     def _on_tool_completed(self, event: Any) -> None:
-        self._state.tool_calls += 1
+        self._count_call(event)
         self._tools.finished(
             event.run_id, event.call_id, output=event.output, is_error=event.is_error, duration_s=event.duration_s
         )
 
     def _on_tool_failed(self, event: Any) -> None:
-        self._state.tool_calls += 1
+        self._count_call(event)
         if self._is_step_call(event):  # stopped mid-block: its step says how, as the row would have
             for step in self._log.end_call(event.run_id, event.call_id, event.error_type, event.duration_s):
                 key = self._step_keys.get((step.run_id, step.call_id, step.index))

@@ -85,6 +85,7 @@ class TranscriptPane:
         self._next = 0
         self._max = max_segments
         self._waiting = False
+        self._cut: dict[tuple[str, str], str] = {}
 
     # ------------------------------------------------------------------ listener side (plain state)
     def add_delta(self, run_id: str, call_id: str, kind: SegmentKind, text: str, caption: Callable[[str], str]) -> None:
@@ -163,9 +164,20 @@ class TranscriptPane:
                 segment.answer = True
                 self._dirty.add(key)
 
+    def fail_call(self, run_id: str, call_id: str) -> None:
+        """Model call ``call_id`` failed mid-stream (a timeout, a dropped connection): keep what it streamed.
+
+        No provider reported usage for that text, exactly as for a stopped call, so it counts as
+        interrupted (``streamed_text``) rather than vanishing from the counts.
+        """
+        text = self.streamed_text().get((run_id, call_id))
+        if text:
+            self._cut[(run_id, call_id)] = text
+        self.end_call(run_id, call_id)
+
     def streamed_text(self) -> dict[tuple[str, str], str]:
-        """Text and reasoning of the calls still streaming, by (run id, call id): what a stop interrupted."""
-        out: dict[tuple[str, str], str] = {}
+        """Text and reasoning of the calls still streaming (or cut by a failure), by (run id, call id)."""
+        out: dict[tuple[str, str], str] = dict(self._cut)
         for (run_id, call_id, _kind), key in self._open.items():
             segment = self.segments.get(key)
             if segment is not None:

@@ -1,0 +1,148 @@
+"""Re-running a cell whose run is still going stops that run first, in a waiting cell too.
+
+A frontend re-runs a busy cell (Ctrl-Enter on a ``[*]`` cell) by clearing its output and sending a
+new execute request with the same cell id (``metadata.cellId``). The kernel queues that request
+behind the cell still waiting for its run, so nothing the new cell does can stop the old run: the
+old run would stream on into an output area the frontend already discarded and only then would
+the new one start. So while a cell waits, the execute requests that arrive are looked at (the
+header and metadata only, never the code's content or a signature check's state) and one for the
+waiting cell's own id stops its run cooperatively, with the reason ``RERUN``. The run leaves its
+record, the cell ends, and the queued request runs and says which run it stopped.
+
+Where requests are seen depends on the kernel (the same split as ``_waiting``):
+
+- **ipykernel 7.x** receives every shell message on the main loop, through the callback the
+  shell-channel thread's ``SubshellManager`` calls, before the message waits for the running
+  cell's lock. The callback is wrapped once per kernel (``set_on_recv_callback``).
+- **ipykernel 6.x** hands each message to ``kernel.shell_handlers`` while the waiting cell pumps
+  the kernel (``jupyter_ui_poll`` stashes execute requests there); the stash is wrapped while the
+  cell pumps.
+
+A request without a cell id never stops anything: matching sources instead could mistake a copy
+of the cell, queued by Run All, for a re-run.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from ._handle import NotebookRun
+
+__all__ = ["RERUN", "RerunWatch"]
+
+RERUN = "the cell was run again"
+"""The cancel reason of a run stopped because its cell was run again (the record says it)."""
+
+_HOOKED: set[int] = set()  # id() of the kernels whose shell callback is wrapped (never unwrapped)
+
+
+class RerunWatch:
+    """The waiting cells by frontend cell id, and the runs a re-run of their cell stopped.
+
+    Args:
+        stopped: Called with a run just cancelled because its cell was run again.
+    """
+
+    def __init__(self, stopped: Callable[[NotebookRun], None] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._waiting: dict[str, NotebookRun] = {}
+        self._stopped = stopped
+        self._parent: Any = None
+        """The waiting cell's request (ipykernel 7.x): the parent of the "busy" said again after a click."""
+
+    @contextmanager
+    def watching(self, shell: Any, cell_id: str | None, run: NotebookRun) -> Iterator[None]:
+        """While inside, an execute request for ``cell_id`` stops ``run`` (no-op without a cell id)."""
+        if not cell_id:
+            yield
+            return
+        kernel = getattr(shell, "kernel", None)
+        if kernel is not None:
+            self._hook_receiving(kernel)
+            self._parent = kernel.get_parent() if hasattr(kernel, "get_parent") else None
+        with self._lock:
+            self._waiting[cell_id] = run
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._waiting.get(cell_id) is run:
+                    del self._waiting[cell_id]
+
+    def request(self, cell_id: object) -> None:
+        """An execute request for ``cell_id`` arrived: stop the run its cell is waiting for, if any."""
+        if not isinstance(cell_id, str):
+            return
+        with self._lock:
+            run = self._waiting.pop(cell_id, None)
+        if run is None or run.done:
+            return
+        run.cancel(RERUN)
+        if self._stopped is not None:
+            self._stopped(run)
+
+    # ------------------------------------------------------------------ ipykernel 7.x
+    def _hook_receiving(self, kernel: Any) -> None:
+        """Wrap the main shell's receive callback (7.x), once per kernel; nothing on other kernels."""
+        if id(kernel) in _HOOKED:
+            return
+        manager = getattr(getattr(kernel, "shell_channel_thread", None), "manager", None)
+        shell_main = getattr(kernel, "shell_main", None)
+        if manager is None or shell_main is None or not hasattr(manager, "set_on_recv_callback"):
+            return  # ipykernel 6.x: see ``intercepting`` (the pump path)
+        session = kernel.session
+
+        async def received(subshell_id: str | None, msg: list[Any]) -> None:
+            if not self._waiting:
+                await shell_main(subshell_id, msg)
+                return
+            kind, cell_id = _peek(session, msg)  # only while a cell waits: one header parse per message
+            if kind == "execute_request":
+                self.request(cell_id)
+            await shell_main(subshell_id, msg)
+            parent = self._parent
+            if kind != "execute_request" and parent is not None and self._waiting:
+                # a click was handled with its own busy/idle pair: the indicator would read "Idle"
+                # while the cell still waits, so say again that the kernel is busy with that cell
+                session.send(kernel.iopub_socket, "status", {"execution_state": "busy"}, parent=parent, ident=b"status")
+
+        try:
+            manager.set_on_recv_callback(received)
+        except AssertionError:  # not on the kernel's main thread: leave the kernel as it is
+            return
+        _HOOKED.add(id(kernel))
+
+    # ------------------------------------------------------------------ ipykernel 6.x
+    @contextmanager
+    def intercepting(self, shell: Any) -> Iterator[None]:
+        """While a 6.x cell pumps the kernel: look at each execute request the pump hands on."""
+        kernel = getattr(shell, "kernel", None)
+        handlers = getattr(kernel, "shell_handlers", None)
+        inner = handlers.get("execute_request") if isinstance(handlers, dict) else None
+        if handlers is None or inner is None:
+            yield
+            return
+
+        async def execute_request(stream: Any, ident: Any, parent: dict[str, Any]) -> None:
+            self.request((parent.get("metadata") or {}).get("cellId"))
+            await inner(stream, ident, parent)
+
+        handlers["execute_request"] = execute_request
+        try:
+            yield
+        finally:
+            if handlers.get("execute_request") is execute_request:
+                handlers["execute_request"] = inner
+
+
+def _peek(session: Any, msg: list[Any]) -> tuple[object, object]:
+    """``(msg_type, cellId)`` of a shell message, from its header and metadata only."""
+    try:
+        _, frames = session.feed_identities(msg, copy=False)
+        parsed = session.deserialize(frames, content=False, copy=False)  # content=False records no signature
+    except Exception:  # a message the kernel itself will reject: not ours to judge
+        return None, None
+    return parsed.get("header", {}).get("msg_type"), (parsed.get("metadata") or {}).get("cellId")
