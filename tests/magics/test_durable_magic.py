@@ -38,7 +38,8 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     assert row["total_tokens"] == 110
     assert row["prompt"] == "pay and look up"
 
-    run_ok(shell, f"%agent resume {row['run_id'][-6:]}")
+    assert row["run"].startswith("interrupted ")  # the label carries the id's tail, which %agent resume takes
+    run_ok(shell, f"%agent resume {row['run'].split()[-1]}")
     out = capsys.readouterr().out
     assert "all done" in out
     assert "330 tokens in all" in out

@@ -27,7 +27,7 @@ from ._approval_commands import APPROVAL_COMMANDS
 from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
-from ._durable import announce_interrupted, find_interrupted, resume_interrupted
+from ._durable import announce_interrupted, find_interrupted, resume_interrupted, run_store_of
 from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._notebook import NOTEBOOK_COMMANDS
@@ -162,7 +162,7 @@ def _pause(host: CommandHost, session: NotebookSession, args: list[str]) -> None
 def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     """A paused run of this kernel continues; otherwise an interrupted run resumes from its journal."""
     ref = _at_most_one("resume", args, "run")
-    stored = None if session.active_runs() and ref is None else find_interrupted(session.run_store, ref)
+    stored = None if session.active_runs() and ref is None else find_interrupted(run_store_of(session), ref)
     if stored is None:
         run = _active(session, ref, "resume")
         run.resume()
@@ -171,7 +171,7 @@ def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
     print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
     done = resume_interrupted(
         stored,
-        store=session.run_store,
+        store=run_store_of(session),
         model=session.resolve_model(stored.model),
         tools=list(session.tools),
         loop=session.loop,
@@ -305,7 +305,7 @@ def _reset(host: CommandHost, session: NotebookSession, args: list[str]) -> None
     session.reset(store_path=host.store_path or ":memory:")
     note = f"; stopped {stopped} active run(s)" if stopped else ""
     print(f"session reset: new thread {session.thread_id}{note}")
-    announce_interrupted(session.run_store)
+    announce_interrupted(run_store_of(session))
 
 
 COMMANDS: Mapping[str, Command] = {

@@ -8,15 +8,66 @@ completed step with the session's current tools, on the session's loop.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents_nb.harness import AgentHarness, AgentRun, ChatModel, RunLimits, RunPolicy, Tool
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun
 
 from ._loop import SessionLoop
 
-__all__ = ["announce_interrupted", "find_interrupted", "interrupted_note", "interrupted_rows", "resume_interrupted"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "journal_for",
+    "run_store_of",
+    "with_interrupted",
+    "announce_interrupted",
+    "find_interrupted",
+    "interrupted_note",
+    "interrupted_rows",
+    "resume_interrupted",
+]
+
+
+class _Session(Protocol):
+    store_path: str
+
+    @property
+    def runs(self) -> list[Any]: ...
+
+
+_stores: weakref.WeakKeyDictionary[Any, RunStore] = weakref.WeakKeyDictionary()
+_stores_lock = threading.Lock()
+
+
+def run_store_of(session: _Session) -> RunStore:
+    """The session's run store, in its SQLite file (or in memory); reopened when ``store_path`` changes."""
+    with _stores_lock:
+        store = _stores.get(session)
+        if store is None or store.path != session.store_path:
+            if store is not None:
+                store.close()
+            store = _stores[session] = RunStore(session.store_path)
+        return store
+
+
+def journal_for(store: RunStore, agent: str | None, model: str) -> DurableJournal:
+    """The middleware that journals one notebook run's steps."""
+    return DurableJournal(store, agent=agent, model=model)
+
+
+def with_interrupted(frame: pd.DataFrame, session: _Session) -> pd.DataFrame:
+    """``%agent runs``'s frame with the interrupted runs of dead kernels on top."""
+    rows = interrupted_rows(run_store_of(session), {r.run_id for r in session.runs})
+    if not rows:
+        return frame
+    import pandas as pd
+
+    return pd.concat([pd.DataFrame(rows, columns=frame.columns), frame], ignore_index=True)
 
 
 def _usd(value: Any) -> float | None:

@@ -38,7 +38,6 @@ from tinyagents_nb.harness import (
     resolve_model,
     tool,
 )
-from tinyagents_nb.harness.durable import DurableJournal, RunStore
 from tinyagents_nb.harness.memory import MemoryMiddleware, SessionState, ShortTermMemory, StoreChatHistory
 from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal, events_to_dataframe
@@ -46,9 +45,8 @@ from tinyagents_nb.harness.providers import ModelRegistry
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.stores import StoreRegistry
 
-from . import _display
+from . import _display, _durable
 from ._budget import notebook_budgets, unattended_decision
-from ._durable import interrupted_rows
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
@@ -119,8 +117,6 @@ class NotebookSession:
         self.store_path = path
         self.store = SQLiteStore(path)
         self.journal = SQLiteEventJournal(path)
-        self.run_store = RunStore(path)
-        """Each run's completed steps, so a run a restart interrupted can be resumed (``_durable``)."""
         self.history = StoreChatHistory(self.store)
         self.state = SessionState(self.store)
         self._memory = MemoryMiddleware(ShortTermMemory(self.history))
@@ -134,8 +130,7 @@ class NotebookSession:
         self._rerun_stopped: dict[str, list[NotebookRun]] = {}
         self._agent_names: dict[str, str] = {}
         events = self.context.events
-        # token deltas are not journaled: a durable write per token would dominate a long stream,
-        # and model.completed / run.completed already record every call and the final text
+        # no token deltas: a write per token would dominate a stream; model/run.completed record every call
         journal_sink = JournalSink(self.journal, exclude_kinds={"model.delta"})
         self._detach = [
             events.add_listener(journal_sink),
@@ -284,7 +279,7 @@ class NotebookSession:
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=[*selected, *extra_tools, *servers],
-            middleware=[self._memory, DurableJournal(self.run_store, agent=name, model=self.model_name(model))],
+            middleware=[self._memory, _durable.journal_for(_durable.run_store_of(self), name, self.model_name(model))],
             policy=RunPolicy(limits=limits, unattended_approval=unattended),
             system_prompt=system or self.system_prompt,
             name=name,
@@ -389,13 +384,7 @@ class NotebookSession:
     # ------------------------------------------------------------------ reports
     def runs_frame(self) -> pd.DataFrame:
         """A pandas DataFrame with one row per run."""
-        frame = _display.runs_frame(self._runs, self.context.usage, self.context.costs)
-        rows = interrupted_rows(self.run_store, {r.run_id for r in self._runs})
-        if not rows:
-            return frame
-        import pandas as pd
-
-        return pd.concat([pd.DataFrame(rows, columns=frame.columns), frame], ignore_index=True)
+        return _durable.with_interrupted(_display.runs_frame(self._runs, self.context.usage, self.context.costs), self)
 
     def cost_frame(self) -> pd.DataFrame:
         """A pandas DataFrame of cost and tokens by run, agent (main or sub-agent) and model."""
@@ -463,7 +452,6 @@ class NotebookSession:
             detach()
         self._detach = []
         self.journal.close()
-        self.run_store.close()
         self.store.close()
 
     def __repr__(self) -> str:
