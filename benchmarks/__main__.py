@@ -1,7 +1,8 @@
 """Run every benchmark in sequence and print each figure: ``python -m benchmarks [--quick] [names...]``.
 
 ``--quick`` is a short smoke run (the test suite runs it); names pick a subset, e.g.
-``python -m benchmarks cancel memory``. Each benchmark runs in a fresh interpreter, so one's imports
+``python -m benchmarks cancel memory``; ``realserver`` (against the llama-server ``./dev test``
+builds) runs only when named. Each benchmark runs in a fresh interpreter, so one's imports
 and heap (the peers load hundreds of thousands of objects) never skew another's CPU or RSS figures;
 each module also runs alone: ``python -m benchmarks.bench_cancel``.
 """
@@ -19,12 +20,15 @@ BENCHMARKS = (
     "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "sanitise", "map", "notebook",
     "browser", "otel", "budget", "nbaccess", "durable",
 )  # fmt: skip
+OPT_IN = ("realserver",)  # needs the llama-server ./dev test builds: run by name only
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a short smoke run of every benchmark")
-    parser.add_argument("names", nargs="*", choices=[[], *BENCHMARKS], metavar="name", help=", ".join(BENCHMARKS))
+    parser.add_argument(
+        "names", nargs="*", choices=[[], *BENCHMARKS, *OPT_IN], metavar="name", help=", ".join((*BENCHMARKS, *OPT_IN))
+    )
     args = parser.parse_args(argv)
     names = args.names or list(BENCHMARKS)
     print(f"TinyAgents-NB benchmarks{' (quick)' if args.quick else ''}: {describe_machine()}")

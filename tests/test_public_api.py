@@ -434,6 +434,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
     ],
     "models": [
         "CONFIGURABLE_KEYS",
+        "Calibration",
         "CapabilitySet",
         "ChatModel",
         "ContextWindow",
@@ -462,6 +463,8 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "TokenEstimator",
         "ToolChoice",
         "ToolSchema",
+        "calibration_for",
+        "clear_calibrations",
         "collect_stream",
         "context_window_for",
         "estimate_tokens",

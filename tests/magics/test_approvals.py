@@ -241,7 +241,9 @@ def test_the_record_names_the_limit_that_refused_a_request(shell: InteractiveShe
         "run failed: BudgetExceeded: limit exceeded: all runs of this session together spent $1.00 of $1.00"
     )
     assert "%config AgentMagics.session_max_cost_usd = 2" in plain[2]  # how to raise it
-    assert "⛔ limit reached: cost budget of `$1` (cost\\_usd)" in record["text/markdown"]  # code, never math
+    assert (
+        "⛔ limit reached: cost budget of <code>\\$1</code> (cost\\_usd)" in record["text/markdown"]
+    )  # code, never math
 
 
 async def test_a_call_id_reused_by_two_runs_is_named_with_its_run(

@@ -67,7 +67,7 @@ def test_a_finished_run_keeps_its_tree_tool_calls_and_the_dashboards_counts(
     assert '{"topic": "tidal"}' in block  # the sub-agent's call, with its arguments
     assert "0.5 GW (2023) | costs $1.2bn" in block  # and its result, in a fenced block
     assert "by researcher" in block
-    assert "`display(tides.dashboard)`" in block
+    assert "<code>display\\(tides\\.dashboard\\)</code>" in block
     assert math_dollars(markdown.replace("Tidal power: about 0.5 GW.", "")) == []
     assert block.count("```") % 2 == 0
     assert "tool calls (2):" in plain
@@ -89,6 +89,8 @@ async def test_a_message_that_came_too_late_is_in_the_record(shell: InteractiveS
     record = handle._repr_mimebundle_()
     assert "not delivered (the run had no further step): Only report the total" in record["text/plain"]
     markdown = record["text/markdown"]
-    assert "*not delivered (the run had no further step):* Only report the total, in `$` please." in markdown
+    assert (
+        "*not delivered (the run had no further step):* Only report the total, in <code>\\$</code> please." in markdown
+    )
     assert "- not delivered (the run had no further step): Only report" in markdown  # the steering list
     assert math_dollars(markdown.replace("The only answer.", "")) == []

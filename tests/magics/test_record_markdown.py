@@ -3,8 +3,10 @@
 ``math_dollars`` applies JupyterLab's own rule (rendermime's ``removeMath``): code blocks and code
 spans are set aside, then every ``$`` left opens or closes inline math. A backslash does not help:
 JupyterLab's Markdown renderer turns ``\\$`` into a bare ``$`` before MathJax reads the page. So
-package-written lines must have no ``$`` outside code. The browser test renders the same records
-in JupyterLab itself (tests/browser/test_notebook_polish.py).
+package-written lines must have no ``$`` outside code. The record's final sanitising pass writes
+code spans as ``<code>`` elements with ``\\$`` inside: ``removeMath`` reads ``\\$`` as an escaped
+dollar (never a delimiter) and MathJax skips ``<code>`` elements, so those are set aside too. The
+browser test renders the same records in JupyterLab itself (tests/browser/test_notebook_polish.py).
 """
 
 from __future__ import annotations
@@ -25,17 +27,21 @@ pytestmark = pytest.mark.anyio
 
 _FENCED = re.compile(r"^(`{3,}|~{3,})[^`\n]*\n[\s\S]*?^\1`*$", re.MULTILINE)
 _SPAN = re.compile(r"(^|[^\\])(`+)([^\n]*?[^`\n])\2(?!`)", re.MULTILINE)
+_CODE_ELEMENT = re.compile(r"<code>(?:[^<$]|\\\$)*</code>")  # only escaped dollars inside
 _FULL_RUN_ID = re.compile(r"run-[0-9a-f]{12}-[0-9a-f]{6}-[0-9a-f]{8}")
 
 
 def math_dollars(markdown: str) -> list[str]:
     """The lines in which JupyterLab would read a ``$`` as a math delimiter."""
     kept = _SPAN.sub(lambda m: m.group(1), _FENCED.sub("", markdown))
+    kept = _CODE_ELEMENT.sub("", kept)
     return [line for line in kept.splitlines() if "$" in line]
 
 
 def test_the_rule_catches_a_backslash_dollar_and_spares_code() -> None:
     assert math_dollars(r"spent \$0.1 of \$0.5") == [r"spent \$0.1 of \$0.5"]
+    assert math_dollars(r"spent <code>\$0\.1</code> of <code>\$0\.5</code>") == []
+    assert math_dollars(r"spent <code>$0.1</code> of <code>$0.5</code>") != []  # an unescaped one still counts
     assert math_dollars("spent `$0.1` of `$0.5`\n\n```\n$x$\n```") == []
 
 
@@ -57,7 +63,7 @@ def test_a_budget_refusal_reads_plainly_and_says_how_to_raise_the_cap(
     assert "BudgetExceeded" in markdown
     assert math_dollars(markdown) == [], markdown
     assert not _FULL_RUN_ID.search(markdown + record["text/plain"])  # the run's name instead
-    assert "`%config AgentMagics.max_cost_usd = …" in markdown.replace("\\", "")
+    assert "<code>%config AgentMagics.max_cost_usd = …" in markdown.replace("\\", "")
     assert "raise the cap with %config AgentMagics.max_cost_usd" in record["text/plain"]
 
 

@@ -227,12 +227,22 @@ class CostTracker(_Ledger[CostRecord, CostTotals]):
     Args:
         prices: Overrides by model name, or ``"provider:model"`` to price one provider only.
         use_genai_prices: Look prices up in the bundled genai-prices table (never the network).
+        warn_unknown: Warn (``CostUnknownWarning``) the first time a model has no price. A caller
+            that tells its user itself (the notebook says it in one line, with its own way to set a
+            price) turns it off; the record's cost stays unknown either way.
     """
 
-    def __init__(self, *, prices: Mapping[str, ModelPricing] | None = None, use_genai_prices: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        prices: Mapping[str, ModelPricing] | None = None,
+        use_genai_prices: bool = True,
+        warn_unknown: bool = True,
+    ) -> None:
         super().__init__(_NO_COST)
         self._prices: dict[str, ModelPricing] = {}
         self._use_genai_prices = use_genai_prices
+        self.warn_unknown = warn_unknown
         self._unknown: set[tuple[str | None, str]] = set()
         for model, pricing in (prices or {}).items():
             self.register_price(model, pricing)
@@ -379,7 +389,7 @@ class CostTracker(_Ledger[CostRecord, CostTotals]):
         )
         call = _ONE_UNPRICED if cost is None else CostTotals(known_usd=cost.total_usd, priced_calls=1)
         self._store(record, run, parent, model, call)
-        if first_miss:
+        if first_miss and self.warn_unknown:
             self._warn_unknown(model, provider)
         return record
 

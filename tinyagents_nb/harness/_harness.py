@@ -113,7 +113,7 @@ class AgentHarness(Generic[DataT]):
             raise ConfigurationError(f"structured output name {output.name!r} collides with a tool of that name")
         window = self._window(context_window)
         relief = (ContextPressureChain() if pressure == "default" else pressure) if window is not None else None
-        self.fitter = ContextFitter(self.model.model_name, window, relief)
+        self.fitter = ContextFitter(self.model.model_name, window, relief, provider=self.model.provider)
 
     def _window(self, window: ContextWindow | int | None) -> ContextWindow | None:
         if isinstance(window, ContextWindow):

@@ -82,9 +82,8 @@ class RunLoop:
         self.streaming = streaming
         self.status = status
         policy = harness.policy
-        # a policy's own clock/ids win; else the tree's (so a deterministic root makes its children so)
-        self.clock = policy.clock if policy.clock is not SYSTEM_CLOCK else ctx.clock
-        self.ids = policy.ids if policy.ids is not RANDOM_IDS else ctx.ids
+        self.clock = policy.clock if policy.clock is not SYSTEM_CLOCK else ctx.clock  # the policy's, else the tree's
+        self.ids = policy.ids if policy.ids is not RANDOM_IDS else ctx.ids  # (a deterministic root stays so)
         self.limits = LimitTracker.for_run(policy.limits, ctx.config, clock=self.clock.monotonic, deadline=ctx.deadline)
         self.partial: StreamAccumulator | None = None
         self.structured: StructuredOutput | None = None
@@ -189,11 +188,7 @@ class RunLoop:
         tools = harness.tools
         providers = bool(tools.providers)  # tools listed at run time (MCP servers): re-asked every turn
         tool_schemas = await tools.refresh(ctx) if providers else tools.schemas()
-        output = harness.output
-        strategy = harness.structured_strategy
-        turn = None
-        if output is not None and strategy is not None:
-            turn = StructuredTurn(output, strategy, policy.structured_retries)
+        turn = StructuredTurn.start(harness.output, harness.structured_strategy, policy, harness.model)
         ctx.stop_request = None
         while True:
             if (stop := take_stop(ctx)) is not None:  # a hook ended the run after the last round trip
@@ -217,8 +212,8 @@ class RunLoop:
                 thread_id=ctx.config.thread_id,
                 prompt_cache=policy.cache.prompt_cache,
             )
-            if output is not None and strategy is not None:
-                request = prepare_request(request, output, strategy)
+            if turn is not None:
+                request = prepare_request(request, turn.spec, turn.strategy)
             request = await harness.middleware.before_model(ctx, request)
             if (stop := take_stop(ctx)) is not None:
                 return stop
@@ -228,17 +223,19 @@ class RunLoop:
             self.answer_at = None
             self.status.phase = "model"
             self.status.active_model_call = call_id
-            response = await self._call_compacting(request, call_id)
+            response = await self._call_turn(request, call_id, turn)
             self.model_calls += 1
             self.status.model_calls = self.model_calls
             self.status.active_model_call = None
+            if response is None:
+                continue  # the host rejected the structured-output format: ask again by the next strategy
             message = response.message
             self.answer_at = len(self.messages)
             self.messages.append(message)
 
             calls: Sequence[ToolCall] = message.tool_calls
             if turn is not None:
-                settled = turn.settle(ctx, response, self.messages)
+                settled = turn.settle(ctx, response, self.messages, forced=request.tool_choice == turn.spec.name)
                 self.structured = turn.value
                 if isinstance(settled, str):
                     return settled
@@ -254,6 +251,19 @@ class RunLoop:
                 raise self.tool_phase.exhausted
 
     # ---------------------------------------------------------------------------- model calls
+    async def _call_turn(
+        self, request: ModelRequest, call_id: str, turn: StructuredTurn | None
+    ) -> ModelResponse | None:
+        """One model call; ``None`` when the host rejected the structured-output strategy (the turn fell back)."""
+        try:
+            response = await self._call_compacting(request, call_id)
+        except Exception as exc:  # re-raised unless it is the host rejecting the structured-output strategy
+            if turn is not None and turn.unsupported(self.ctx, exc):
+                return None
+            raise
+        self.harness.fitter.observe(self.ctx, request, response.usage, served=self.serving == "configured")
+        return response
+
     async def _call_compacting(self, request: ModelRequest, call_id: str) -> ModelResponse:
         """``_call_model``, compacting and re-sending when the provider rejects the prompt as too long."""
         allowed = self.harness.policy.reactive_compactions

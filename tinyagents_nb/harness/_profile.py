@@ -127,6 +127,12 @@ def profile_for(provider: str | _Named, model: str) -> ModelProfile:
         native = provider_name == "anthropic"  # the compatibility endpoint ignores response_format and thinking
         structured = "native" if native and native_json else "tool"
         reasoning = native and thinking
+    elif provider_name in ("compatible", "ollama"):
+        # Local servers (llama.cpp's llama-server, Ollama, vLLM, LM Studio) constrain output to a
+        # json_schema response format, while llama-server ignores a named tool_choice. A host that
+        # rejects json_schema (llama-cpp-python's server) makes the run fall back to a tool call once,
+        # remembered for the model (see StructuredTurn).
+        structured = "native"
     elif provider_name == "gemini":  # the compatible endpoint honours json_schema response formats
         structured = "native"
         reasoning = reasoning or bool(_GEMINI_THINKING.search(model))

@@ -72,19 +72,25 @@ class ContextWindow:
         model: The model name the window belongs to (``"gpt-4o"`` or ``"openai:gpt-4o"``).
         max_tokens: The model's total context size (prompt plus output).
         reserved_output_tokens: Room kept free for the reply; must be below ``max_tokens``.
-        estimated_prompt_tokens: The latest prompt estimate (``TokenEstimator.estimate``).
+        estimated_prompt_tokens: The latest prompt estimate (``TokenEstimator.estimate``, calibrated
+            per model from the prompt tokens providers reported).
+        measured_prompt_tokens: The prompt tokens the provider reported for the last call (``None``
+            before any call answered): a measurement, where ``estimated_prompt_tokens`` is a guess.
     """
 
     model: str
     max_tokens: int
     reserved_output_tokens: int = 0
     estimated_prompt_tokens: int = 0
+    measured_prompt_tokens: int | None = None
 
     def __post_init__(self) -> None:
         _check_model(self.model)
         _check_count("max_tokens", self.max_tokens, minimum=1)
         _check_count("reserved_output_tokens", self.reserved_output_tokens, minimum=0)
         _check_count("estimated_prompt_tokens", self.estimated_prompt_tokens, minimum=0)
+        if self.measured_prompt_tokens is not None:
+            _check_count("measured_prompt_tokens", self.measured_prompt_tokens, minimum=0)
         if self.reserved_output_tokens >= self.max_tokens:
             raise ConfigurationError(
                 f"reserved_output_tokens ({self.reserved_output_tokens}) must be less than max_tokens "
@@ -111,8 +117,12 @@ class ContextWindow:
         return _check_count("tokens", tokens, minimum=0) <= self.usable_tokens
 
     def with_estimate(self, tokens: int) -> ContextWindow:
-        """The same window with a new prompt estimate."""
-        return dataclasses.replace(self, estimated_prompt_tokens=tokens)
+        """The same window with a new prompt estimate (a new request: no measurement of it yet)."""
+        return dataclasses.replace(self, estimated_prompt_tokens=tokens, measured_prompt_tokens=None)
+
+    def with_measured(self, tokens: int) -> ContextWindow:
+        """The same window with the prompt tokens the provider reported for the request just sent."""
+        return dataclasses.replace(self, measured_prompt_tokens=tokens)
 
     @classmethod
     def for_model(

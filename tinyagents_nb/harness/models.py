@@ -8,6 +8,11 @@
 
 from __future__ import annotations
 
+from ._calibration import (
+    Calibration as Calibration,
+    calibration_for as calibration_for,
+    clear_calibrations as clear_calibrations,
+)
 from ._capabilities import (
     CapabilitySet as CapabilitySet,
     ModelHint as ModelHint,
@@ -72,6 +77,7 @@ from ._window import (
 
 __all__ = [
     "CONFIGURABLE_KEYS",
+    "Calibration",
     "CapabilitySet",
     "ChatModel",
     "ContextWindow",
@@ -100,6 +106,8 @@ __all__ = [
     "TokenEstimator",
     "ToolChoice",
     "ToolSchema",
+    "calibration_for",
+    "clear_calibrations",
     "collect_stream",
     "context_window_for",
     "estimate_tokens",

@@ -32,6 +32,7 @@ from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._notebook import NOTEBOOK_COMMANDS
 from ._offline import OFFLINE_MODEL
+from ._pricing import set_price
 from ._session import NotebookSession
 from ._trace import trace_command
 from ._waiting import WaitOutcome, sync_delivery, wait_runs, wait_runs_async
@@ -222,6 +223,16 @@ def _context(host: CommandHost, session: NotebookSession, args: list[str]) -> No
     print(context_text(window, thread_id=thread, model=model, source=source))
 
 
+def _price(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
+    """``%agent price MODEL INPUT OUTPUT``: USD per million input and output tokens, for this session."""
+    if len(args) != 3:
+        raise UsageError(
+            "usage: %agent price MODEL INPUT OUTPUT (USD per million tokens, e.g. %agent price smollm2 0 0)"
+        )
+    set_price(session.context.costs, session.noted, *args)
+    print(f"price for {args[0]}: ${args[1]} in, ${args[2]} out per million tokens (this session)")
+
+
 def _history(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:
     thread = _at_most_one("history", args, "thread")
     if thread is not None and thread != session.thread_id and thread not in session.history.threads():
@@ -319,6 +330,7 @@ COMMANDS: Mapping[str, Command] = {
     "redirect": _redirect,
     "cost": _cost,
     "context": _context,
+    "price": _price,
     "history": _history,
     "thread": _thread,
     "model": _model,

@@ -273,11 +273,13 @@ def context_text(window: ContextWindow | None, *, thread_id: str, model: str, so
     """A one-line gauge: ``thread … · model … · [████░░] 12.3% · 1,234 of 10,000 tokens · 8,766 left``."""
     if window is None:
         return f"thread {thread_id} · model {model} · context window unknown ({source})"
-    used = min(max(window.utilization, 0.0), 1.0)
+    tokens = window.estimated_prompt_tokens if window.measured_prompt_tokens is None else window.measured_prompt_tokens
+    utilization = tokens / window.usable_tokens
+    used = min(max(utilization, 0.0), 1.0)
     filled = round(used * 20)
     bar = "█" * filled + "░" * (20 - filled)
     return (
-        f"thread {thread_id} · model {model} · [{bar}] {window.utilization:.1%} · "
-        f"{window.estimated_prompt_tokens:,} of {window.usable_tokens:,} prompt tokens · "
-        f"{window.remaining:,} left ({source})"
+        f"thread {thread_id} · model {model} · [{bar}] {utilization:.1%} · "
+        f"{tokens:,} of {window.usable_tokens:,} prompt tokens · "
+        f"{window.usable_tokens - tokens:,} left ({source})"
     )

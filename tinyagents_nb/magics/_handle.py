@@ -68,9 +68,12 @@ class NotebookRun:
         name: str | None = None,
         cell_key: str | None = None,
         launcher: Callable[[NotebookRun, RunMode], object] | None = None,
+        notes: Callable[[NotebookRun], list[str]] | None = None,
     ) -> None:
         self.stream = stream
         self._launcher = launcher
+        self._notes = notes
+        self.notes: list[str] = []  # one-line notes for the record (a missing price, a renamed model)
         self.harness = harness
         self.prompt = prompt
         self.model = model
@@ -214,6 +217,8 @@ class NotebookRun:
             self._show_end()
             raise
         self._outcome = run
+        if self._notes is not None:
+            self.notes = self._notes(self)
         self._show_end()
         return run
 

@@ -265,6 +265,9 @@ def record_bundle(run: NotebookRun) -> dict[str, str]:
     model = run.model.replace("`", "").replace("<", "")
     markdown = [f"**{title}** · `{model}`", *(md for md, _ in pieces), f"`{summary}`"]
     plain = [f"{title} · {run.model}", *(text for _, text in pieces), summary]
+    for note in run.notes:  # a served model name comes from the server: shown as code, never as Markdown
+        markdown.append(f"`{note.replace('`', '')}`")
+        plain.append(note)
     # One pass over the document as the renderer will read it; the package's own layout tags stay.
     document = safe_markdown("\n\n".join(markdown), layout_tags=True)
     return {"text/markdown": document, "text/plain": strip_controls("\n".join(plain))}

@@ -10,11 +10,12 @@ a cell and call these methods, and a script can do the same through ``get_sessio
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
-from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypedDict, TypeVar, Unpack, overload
+from typing import TYPE_CHECKING, Any, Literal, ParamSpec, TypeVar, Unpack, overload
 
 from tinyagents_nb.harness import (
     AgentEvent,
@@ -24,7 +25,6 @@ from tinyagents_nb.harness import (
     ContextWindow,
     FunctionTool,
     Message,
-    ModelNotFound,
     RunConfig,
     RunContext,
     RunLimits,
@@ -39,7 +39,6 @@ from tinyagents_nb.harness import (
     tool,
 )
 from tinyagents_nb.harness.memory import MemoryMiddleware, SessionState, ShortTermMemory, StoreChatHistory
-from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal, events_to_dataframe
 from tinyagents_nb.harness.providers import ModelRegistry
 from tinyagents_nb.harness.steering import SteeringPolicy
@@ -47,11 +46,14 @@ from tinyagents_nb.harness.stores import StoreRegistry
 
 from . import _display, _durable
 from ._budget import notebook_budgets, unattended_decision
+from ._gauge import fallback_window
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
+from ._pricing import run_notes
 from ._rerun import RERUN
 from ._servers import SessionServers
+from ._tool_options import ToolOptions
 from ._tracing import SessionTracing
 
 if TYPE_CHECKING:
@@ -126,6 +128,8 @@ class NotebookSession:
             config=RunConfig(thread_id=thread, tags=_TAGS), stores=StoreRegistry(self.store)
         )
         """The root context: every run is ``context.new_root(...)`` and shares its sink, store and ledgers."""
+        self.context.costs.warn_unknown = False  # a run's record says it in one line (run_notes), not a traceback
+        self.noted: set[str] = set()  # what run_notes already said in this session (once each)
         self._runs: list[NotebookRun] = []
         self._rerun_stopped: dict[str, list[NotebookRun]] = {}
         self._agent_names: dict[str, str] = {}
@@ -300,6 +304,7 @@ class NotebookSession:
             name=name,
             cell_key=cell_key,
             launcher=lambda run, mode: self.start(run, mode=mode),
+            notes=functools.partial(run_notes, self.context.costs, self.noted),
         )
         self._runs.append(run)
         return run
@@ -406,15 +411,11 @@ class NotebookSession:
         last = next((r for r in reversed(self._runs) if r.thread_id == thread), None)
         window = last.context.context_window if last is not None else None
         if last is not None and window is not None:  # the last run's model, never an older run's
-            return window, last.model, "measured at the last model call"
+            if window.measured_prompt_tokens is not None:
+                return window, last.model, "measured: the provider's count at the last model call"
+            return window, last.model, "estimated before the last model call, calibrated from reported counts"
         model = last.model if last is not None else self.model_name()  # the thread's model, not the default
-        try:
-            known = last.harness.context_window if last is not None else None
-            window = known if known is not None else ContextWindow.for_model(model)
-        except (ModelNotFound, ConfigurationError):
-            return None, model, "no size known for this model"
-        estimate = TokenEstimator.for_model(model).estimate(self.messages(thread))
-        return window.with_estimate(estimate), model, "estimated from the saved history"
+        return fallback_window(model, last, self.context.usage.records, lambda: self.messages(thread))
 
     def describe(self) -> list[str]:
         """Status lines for ``%agent status``."""
@@ -487,14 +488,3 @@ def agent_tool(fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOp
     """Register a notebook function as a tool of the kernel's session; takes every option of ``tool()``."""
     session = get_session()
     return session.tool(**options) if fn is None else session.tool(fn, **options)
-
-
-class ToolOptions(TypedDict, total=False):
-    """The options of the harness's ``tool()``, accepted by ``agent_tool`` and ``NotebookSession.tool``."""
-
-    name: str | None
-    description: str | None
-    timeout_s: float | None
-    strict: bool
-    in_thread: bool | None
-    requires_approval: bool | Callable[..., Any]

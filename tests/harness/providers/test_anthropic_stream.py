@@ -4,7 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from tests.harness.anthropic_samples import rechunk, stream, text_block, thinking_block, tool_block, usage
+from tests.harness.anthropic_samples import (
+    event,
+    message_start,
+    rechunk,
+    stream,
+    text_block,
+    thinking_block,
+    tool_block,
+    usage,
+)
 from tinyagents_nb.harness import ModelResponse, ProviderError, ThinkingBlock, ToolCall
 from tinyagents_nb.harness.models import StreamAccumulator
 from tinyagents_nb.harness.providers import ProviderSpec
@@ -66,6 +75,23 @@ def test_a_block_event_without_an_index_is_malformed() -> None:
     parser = EventParser(spec=ProviderSpec.anthropic(), model="m")
     decoder = SSEDecoder()
     bad = b'event: content_block_delta\ndata: {"type": "content_block_delta", "delta": {"type": "text_delta", "text": "x"}}\n\n'
-    with pytest.raises(ProviderError) as info:
-        parser.feed(decoder.feed(bad))
-    assert info.value.code == "malformed_stream"
+    assert parser.feed(decoder.feed(bad)) == []
+    assert isinstance(parser.error, ProviderError)
+    assert parser.error.code == "malformed_stream"
+    assert parser.done
+
+
+@pytest.mark.parametrize("size", [7, 100_000])
+def test_text_before_an_error_event_is_kept_however_the_bytes_arrive(size: int) -> None:
+    """Anthropic's ``overloaded_error`` can arrive in the same network read as the deltas before it."""
+    text = "Die Antwort ist lang genug, um in vielen Stücken anzukommen — 二つの都市. " * 3
+    pieces = [text[at : at + 5] for at in range(0, len(text), 5)]
+    error = event("error", {"error": {"type": "overloaded_error", "message": "Overloaded"}})
+    raw = rechunk([message_start(usage(25, 1)), *text_block(0, pieces), error], size)
+    decoder, parser = SSEDecoder(), EventParser(spec=ProviderSpec.anthropic(), model="m")
+    got = []
+    for piece in raw:
+        got.extend(item.text for item in parser.feed(decoder.feed(piece)) if hasattr(item, "text"))
+    assert "".join(got) == text
+    assert isinstance(parser.error, ProviderError)
+    assert (parser.error.code, parser.error.retryable) == ("overloaded_error", True)

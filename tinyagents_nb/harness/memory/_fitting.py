@@ -8,13 +8,20 @@ per fitter, tool-schema tokens once per distinct tool set, and the request ``fit
 remembered so the budget check that follows does not count it again. What a rejection taught is
 kept (``learn``): once the provider said a prompt was too long, later requests are fitted to the
 smaller budget it implied, instead of being rejected again every turn.
+
+Estimates are also calibrated per model (``_calibration``): each response that reports its prompt
+tokens teaches the fitter (``observe``) how far the estimator runs from the model's real tokenizer,
+and later requests are fitted with the corrected figure.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from .._calibration import calibrated, calibration_for, observe_prompt_tokens
 from .._tokens import TokenEstimator
 from .._window import ContextWindow
 from ._pressure import ContextPressureChain
@@ -22,6 +29,7 @@ from ._pressure import ContextPressureChain
 if TYPE_CHECKING:
     from .._context import RunContext
     from .._model import ModelRequest, ToolSchema
+    from .._usage import Usage
 
 __all__ = ["ContextFitter"]
 
@@ -37,10 +45,12 @@ class ContextFitter:
             when asked and never relieved).
         pressure: The chain that relieves a request over its window (``None``: measure only and
             let the provider have the last word).
+        provider: The model's provider: estimates are calibrated per ``provider:model``.
     """
 
     __slots__ = (
         "_estimator",
+        "_key",
         "_last_estimate",
         "_last_tools",
         "_tool_tokens",
@@ -51,16 +61,22 @@ class ContextFitter:
     )
 
     def __init__(
-        self, model_name: str, window: ContextWindow | None, pressure: ContextPressureChain | None = None
+        self,
+        model_name: str,
+        window: ContextWindow | None,
+        pressure: ContextPressureChain | None = None,
+        *,
+        provider: str | None = None,
     ) -> None:
         self.model_name = model_name
+        self._key = f"{provider}:{model_name}" if provider else model_name  # the calibration's key
         self.window = window
         self.pressure = pressure
         self._estimator: TokenEstimator | None = None
         # tool-schema token counts by the identity of the schemas sent (kept alive, so ids stay unique)
         self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
         self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
-        self._last_estimate: tuple[ModelRequest, int] | None = None
+        self._last_estimate: tuple[ModelRequest, int, int] | None = None  # (request, calibrated, raw)
         self.learned_prompt_tokens: int | None = None
         """The prompt budget a provider's rejection implied (``learn``); ``None`` until one happens."""
 
@@ -76,26 +92,58 @@ class ContextFitter:
 
         The run's own transcript is not changed: relief applies to what is sent, and the chain's
         summaries are reused across calls so re-relieving the same history is cheap. The final
-        estimate lands on ``ctx.context_window``, where the notebook's gauge reads it.
+        (calibrated) estimate lands on ``ctx.context_window``, where the notebook's gauge reads it.
         """
         window = self._effective_window()
         if window is None:
             return request
         estimator = self.estimator
         tool_tokens = self.schema_tokens(estimator, tuple(request.tools))
-        estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+        raw = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+        estimate = calibrated(self._key, raw)
         pressure = self.pressure
         if pressure is None and window is not self.window:  # a learned budget must be met, like refit's
             pressure = ContextPressureChain()
         if pressure is not None and not window.fits(estimate):
             relieved = await pressure.relieve(
-                ctx, request.messages, window=window, estimator=estimator, tools_schema_tokens=tool_tokens
+                ctx,
+                request.messages,
+                window=self._raw_window(window),
+                estimator=estimator,
+                tools_schema_tokens=tool_tokens,
             )
             request = request.with_messages(tuple(relieved))
-            estimate = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+            raw = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
+            estimate = calibrated(self._key, raw)
         ctx.context_window = window.with_estimate(estimate)
-        self._last_estimate = (request, estimate)
+        self._last_estimate = (request, estimate, raw)
         return request
+
+    def _raw_window(self, window: ContextWindow) -> ContextWindow:
+        """``window`` in raw-estimate units: a model whose real count runs 1.4x the estimate gets 1/1.4 the room."""
+        found = calibration_for(self._key)
+        if found is None or found.ratio == 1.0:
+            return window
+        usable = max(1, math.floor(window.usable_tokens / found.ratio))
+        return dataclasses.replace(window, max_tokens=usable + window.reserved_output_tokens)
+
+    def observe(self, ctx: RunContext[Any], request: ModelRequest, usage: Usage, *, served: bool = True) -> None:
+        """Learn from the prompt tokens the provider reported for ``request`` (a call that completed).
+
+        ``served=False``: another model (a fallback) answered, whose count says nothing about this one.
+        """
+        reported = usage.input_tokens
+        if reported <= 0 or not served:
+            return
+        last = self._last_estimate
+        if last is not None and last[0] is request:
+            raw = last[2]
+        else:
+            estimator = self.estimator
+            raw = estimator.estimate(request.messages, tools_schema_tokens=self.schema_tokens(estimator, request.tools))
+        observe_prompt_tokens(self._key, raw, reported)
+        if ctx.context_window is not None:
+            ctx.context_window = ctx.context_window.with_measured(reported)
 
     def learn(self, prompt_tokens: int) -> None:
         """Remember that prompts must stay within ``prompt_tokens`` (estimated): a provider rejected more.
@@ -117,12 +165,13 @@ class ContextFitter:
         return ContextWindow(model=window.model, max_tokens=learned + reserved, reserved_output_tokens=reserved)
 
     def request_tokens(self, request: ModelRequest) -> int:
-        """The prompt tokens ``request`` is estimated at (``fit``'s estimate when it made this request)."""
+        """The prompt tokens ``request`` is estimated at, calibrated (``fit``'s estimate when it made this request)."""
         last = self._last_estimate
         if last is not None and last[0] is request:
             return last[1]
         estimator = self.estimator
-        return estimator.estimate(request.messages, tools_schema_tokens=self.schema_tokens(estimator, request.tools))
+        raw = estimator.estimate(request.messages, tools_schema_tokens=self.schema_tokens(estimator, request.tools))
+        return calibrated(self._key, raw)
 
     async def refit(
         self, ctx: RunContext[Any], request: ModelRequest, window: ContextWindow, *, estimator: TokenEstimator

@@ -268,6 +268,7 @@ class AnthropicModel(HTTPAdapter):
                     if not parser.done:
                         for item in parser.feed(decoder.close()):
                             yield item
+                    error = parser.error  # raised after the deltas that arrived with it
         except httpx.HTTPError as exc:
             error = self._transport_error(exc, interrupted=receiving and not parser.saw_finish)
             if receiving and parser.saw_finish:

@@ -3,7 +3,8 @@
 A Messages stream is ``message_start``, then per content block ``content_block_start``, deltas and
 ``content_block_stop``, then ``message_delta`` (stop reason and cumulative usage) and
 ``message_stop``; ``ping`` and unknown event types may appear anywhere and are ignored (Anthropic
-documents that new event types may be added). An ``error`` event is raised as a typed error.
+documents that new event types may be added). An ``error`` event becomes a typed error, raised by the
+caller after the deltas that arrived before it (in the same network read too): a stream keeps what it got.
 
 Thinking text is yielded as ``ThinkingDelta`` as it arrives; when the block closes, a
 ``StreamBlock`` carries the whole signed block so the reply can be sent back as the API requires.
@@ -41,6 +42,7 @@ class EventParser:
         "_thinking",
         "_usage_raw",
         "done",
+        "error",
         "finish_reason",
         "model",
         "response_id",
@@ -57,6 +59,7 @@ class EventParser:
         self.response_id: str | None = None
         self.saw_finish = False
         self.done = False
+        self.error: TinyAgentsError | None = None
         self._usage_raw: dict[str, Any] | None = None
         self._thinking: dict[int, tuple[list[str], list[str]]] = {}  # open thinking blocks: (text, signature) parts
         self._calls = 0  # tool_use blocks seen: an invented id carries the call's position, as in a unary reply
@@ -67,7 +70,12 @@ class EventParser:
         return None if self._usage_raw is None else usage_from(self._usage_raw)
 
     def feed(self, events: Iterable[SSEEvent]) -> list[ModelStreamItem]:
-        """Items for these events; sets ``done`` at ``message_stop`` (later events are ignored)."""
+        """Items for these events; sets ``done`` at ``message_stop`` (later events are ignored).
+
+        An ``error`` event or a malformed one sets ``error`` and ``done`` instead of raising, so the
+        deltas of the events before it in the same network read are still returned; the caller
+        raises ``error`` after yielding them (Anthropic sends ``overloaded_error`` mid-answer).
+        """
         items: list[ModelStreamItem] = []
         for event in events:
             if self.done:
@@ -78,11 +86,21 @@ class EventParser:
             try:
                 payload = json.loads(data)
             except ValueError:
-                raise self._malformed("malformed stream event (not JSON)") from None
+                payload = None
             if not isinstance(payload, dict):
-                raise self._malformed("malformed stream event (not an object)")
-            self._event(payload.get("type") or event.event, payload, items)
+                shape = "not JSON" if payload is None and data.strip() != "null" else "not an object"
+                self._fail(self._malformed(f"malformed stream event ({shape})"))
+                break
+            try:
+                self._event(payload.get("type") or event.event, payload, items)
+            except TinyAgentsError as exc:
+                self._fail(exc)
+                break
         return items
+
+    def _fail(self, error: TinyAgentsError) -> None:
+        self.error = error
+        self.done = True
 
     def finish(self) -> list[ModelStreamItem]:
         """The closing items: usage (when the stream reported any), then ``StreamFinish``."""

@@ -26,19 +26,45 @@ _SK_KEY: Final = re.compile(r"\bsk-[A-Za-z0-9_\-]{6,}")
 _MAX_MESSAGE: Final = 600
 _MAX_DETAIL: Final = 4000
 _CONTEXT_PHRASES: Final = (
-    "maximum context length",
+    # How hosts word "the prompt does not fit" (their error references, SDKs and recorded traffic)
+    "maximum context length",  # OpenAI, DeepSeek, vLLM, OpenRouter ("this endpoint's maximum context length")
     "context_length_exceeded",
     "context length",
-    "context window",
-    "prompt is too long",
-    "exceed context limit",
+    "context window",  # OpenAI Responses: "your input exceeds the context window of this model"
+    "prompt is too long",  # Anthropic
+    "prompt too long",
+    "exceed context limit",  # Anthropic: "input length and `max_tokens` exceed context limit"
     "too many tokens",
+    "exceeds the available context size",  # llama.cpp's llama-server
+    "context size has been exceeded",  # llama.cpp, older builds
+    "input token count",  # Gemini: "the input token count (N) exceeds the maximum number of tokens allowed"
+    "maximum prompt length",  # xAI: "this model's maximum prompt length is N but the request contains M"
+    "reduce the length of the messages",  # Groq, Cerebras
+    "too large for model with",  # Mistral: "prompt contains N tokens ... too large for model with M maximum"
+    "input is too long",  # Bedrock: "input is too long for requested model"
+    "greater than the context length",  # LM Studio
+    "exceeded model token limit",  # Moonshot / Kimi
 )
-_CONTEXT_NUMBERS: Final = (
-    # OpenAI: "maximum context length is 128000 tokens. However, your messages resulted in 130120 tokens"
-    re.compile(r"maximum context length is (?P<limit>\d+).*?(?:resulted in|requested) (?P<used>\d+)", re.S),
-    # Anthropic: "prompt is too long: 213462 tokens > 200000 maximum"
-    re.compile(r"(?P<used>\d+) tokens > (?P<limit>\d+)"),
+_CONTEXT_KINDS: Final = frozenset({"context_length_exceeded", "exceed_context_size_error"})
+_CONTEXT_NUMBERS: Final = tuple(
+    re.compile(pattern, re.S | re.IGNORECASE)
+    for pattern in (
+        # OpenAI, DeepSeek, vLLM: "maximum context length is 128000 tokens. However, your messages resulted in
+        # 130120 tokens"; OpenRouter: "... you requested about 9000 tokens"; vLLM: "... your request has N input"
+        r"maximum context length is (?P<limit>\d+).*?(?:resulted in|requested(?: about)?|request has) (?P<used>\d+)",
+        # llama.cpp: "request (2638 tokens) exceeds the available context size (2048 tokens)"
+        r"request \((?P<used>\d+) tokens\) exceeds the available context size \((?P<limit>\d+) tokens\)",
+        # Anthropic: "prompt is too long: 213462 tokens > 200000 maximum"
+        r"(?P<used>\d+) tokens > (?P<limit>\d+)",
+        # Gemini: "The input token count (1196265) exceeds the maximum number of tokens allowed (1048575)"
+        r"input token count \((?P<used>\d+)\) exceeds the maximum number of tokens allowed \((?P<limit>\d+)\)",
+        # xAI: "This model's maximum prompt length is 131072 but the request contains 537812 tokens"
+        r"maximum prompt length is (?P<limit>\d+) but the request contains (?P<used>\d+)",
+        # Mistral: "Prompt contains 40000 tokens and 0 draft tokens, too large for model with 32768 maximum context"
+        r"prompt contains (?P<used>\d+) tokens.*?too large for model with (?P<limit>\d+)",
+        # Cerebras: "Current length is 9000 while limit is 8192"
+        r"current length is (?P<used>\d+) while limit is (?P<limit>\d+)",
+    )
 )
 _NOT_RETRYABLE_429: Final = ("insufficient_quota", "exceeded your current quota", "request too large")
 _KIND_STATUS: Final[Mapping[str, int]] = {
@@ -164,6 +190,7 @@ class _Fields(NamedTuple):
     kind: str | None
     status: int | None  # a numeric ``code`` in the HTTP range (OpenRouter, vLLM), read as a status
     details: dict[str, str]
+    counts: tuple[int | None, int | None] = (None, None)  # (prompt tokens, window) stated as fields (llama.cpp)
 
 
 def _text(value: object) -> str:
@@ -199,7 +226,14 @@ def _error_fields(payload: object) -> _Fields:
         for key, value in metadata.items():
             if value not in (None, "", [], {}):
                 details[f"metadata.{key}"] = _cut(_text(value), _MAX_DETAIL)
-    return _Fields(_text(message), code or None, kind if isinstance(kind, str) and kind else None, status, details)
+    counts = (_count(err.get("n_prompt_tokens")), _count(err.get("n_ctx")))
+    return _Fields(
+        _text(message), code or None, kind if isinstance(kind, str) and kind else None, status, details, counts
+    )
+
+
+def _count(value: object) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _detail_suffix(details: Mapping[str, str]) -> str:
@@ -218,13 +252,17 @@ def _detail_suffix(details: Mapping[str, str]) -> str:
     return f" ({'; '.join(parts)})" if parts else ""
 
 
-def _context_error(message: str, *, spec: ProviderSpec, model: str, status: int | None) -> ContextLimitError:
-    limit = used = None
-    for pattern in _CONTEXT_NUMBERS:
-        found = pattern.search(message)
-        if found:
-            limit, used = int(found["limit"]), int(found["used"])
-            break
+def _context_error(
+    message: str, *, spec: ProviderSpec, model: str, status: int | None, counts: tuple[int | None, int | None]
+) -> ContextLimitError:
+    """The typed overflow, with the host's own token counts: fields of the body first, else the message's."""
+    used, limit = counts
+    if used is None or limit is None:
+        for pattern in _CONTEXT_NUMBERS:
+            found = pattern.search(message)
+            if found:
+                used, limit = used or int(found["used"]), limit or int(found["limit"])
+                break
     where = f"HTTP {status}" if status is not None else "in stream"
     return ContextLimitError(
         f"{spec.name} model {model!r} rejected the request as too long ({where}): {message}",
@@ -234,9 +272,11 @@ def _context_error(message: str, *, spec: ProviderSpec, model: str, status: int 
     )
 
 
-def _is_context(message: str, code: str | None) -> bool:
+def _is_context(message: str, fields: _Fields) -> bool:
+    if fields.code in _CONTEXT_KINDS or fields.kind in _CONTEXT_KINDS:
+        return True
     lowered = message.lower()
-    return code == "context_length_exceeded" or any(phrase in lowered for phrase in _CONTEXT_PHRASES)
+    return any(phrase in lowered for phrase in _CONTEXT_PHRASES)
 
 
 def _retryable_status(status: int, markers: str) -> bool:
@@ -264,8 +304,8 @@ def error_from_status(
         text = json.dumps(payload, ensure_ascii=False)
     fields = _error_fields(payload)
     message = scrub(fields.message or text or "no error message", secrets)
-    if status in (400, 413, 422) and _is_context(message, fields.code):
-        return _context_error(message, spec=spec, model=model, status=status)
+    if status in (400, 413, 422) and _is_context(message, fields):
+        return _context_error(message, spec=spec, model=model, status=status, counts=fields.counts)
     return _status_error(status, fields, message, spec=spec, model=model, headers=headers, in_stream=False)
 
 
@@ -346,8 +386,8 @@ def error_from_payload(
     fields = _error_fields({"error": scrub_value(payload, secrets)})
     code, kind = fields.code, fields.kind
     message = scrub(fields.message or "error event without a message", secrets)
-    if _is_context(message, code):
-        return _context_error(message, spec=spec, model=model, status=None)
+    if _is_context(message, fields):
+        return _context_error(message, spec=spec, model=model, status=None, counts=fields.counts)
     status = _implied_status(fields)
     if status is not None:
         return _status_error(status, fields, message, spec=spec, model=model, headers={}, in_stream=True)

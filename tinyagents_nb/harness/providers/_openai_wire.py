@@ -91,11 +91,13 @@ def messages_payload(messages: Sequence[Message], *, send_names: bool = True) ->
             if send_names and message.name:
                 item["name"] = message.name
         elif isinstance(message, AssistantMessage):
-            item = {"role": "assistant", "content": message.text or None}
+            # Always a string, "" for a tool-call turn without text: null is valid OpenAI, but
+            # llama-cpp-python's server rejects it (HTTP 500), and several hosts reject a null
+            # content without tool calls; "" is what OpenAI, Groq, Mistral, DeepSeek, OpenRouter,
+            # llama.cpp, vLLM and Ollama all accept.
+            item = {"role": "assistant", "content": message.text}
             if message.tool_calls:
                 item["tool_calls"] = [_tool_call_payload(call) for call in message.tool_calls]
-            elif item["content"] is None:
-                item["content"] = ""  # several hosts reject a null content without tool calls
         elif isinstance(message, ToolMessage):
             extra = [text for text in map(_block_text, message.blocks) if text is not None]
             content = "\n".join([message.text, *extra]) if extra else message.text
