@@ -18,7 +18,7 @@ from benchmarks._common import describe_machine, package_version
 
 BENCHMARKS = (
     "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "sanitise", "map", "notebook",
-    "browser", "otel", "budget", "nbaccess",
+    "browser", "otel", "budget", "nbaccess", "durable",
 )  # fmt: skip
 OPT_IN = ("realserver",)  # needs the llama-server ./dev test builds: run by name only
 

@@ -27,6 +27,7 @@ SECTIONS = (
     "=== 11. Budgets: reservation overhead and llm_batch under a cap ===",
     "=== 12. Agents over data: agent_map rows per second ===",
     "=== 13. Notebook access: variables, a 10-million-row frame, run_code round trips ===",
+    "=== durable runs: journal overhead per turn, resume time ===",
     "=== browser: Stop click → cancelled record, first token → visible (JupyterLab, headless Chromium) ===",
 )
 

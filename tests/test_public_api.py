@@ -220,6 +220,16 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
         "batch_jobs",
         "cancel_batch_job",
     ],
+    "durable": [
+        "DurableJournal",
+        "ResumePlan",
+        "RunStore",
+        "RunStoreCorrupt",
+        "RunStoreVersionError",
+        "StoredRun",
+        "plan_resume",
+        "resume_run",
+    ],
     "memory": [
         "COMPACTED_TAG",
         "ChatHistory",

@@ -7,6 +7,7 @@ for (``invoke``), streamed through an ``AgentStream``, or blocking (``run_sync``
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
@@ -31,6 +32,7 @@ from ._tool_registry import ToolProvider, ToolRegistry
 from ._tool_results import ToolResultLimit
 from ._tools import Tool
 from ._window import ContextWindow
+from .durable import RunStore
 from .memory import ContextFitter, ContextPressureChain
 from .providers import resolve_model
 from .stores import ResponseCache
@@ -248,6 +250,49 @@ class AgentHarness(Generic[DataT]):
                 await self._release_models()
 
         return _run_blocking(run_and_close, ctx)
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        store: RunStore | str | os.PathLike[str],
+        config: RunConfig | None = None,
+        data: Any = None,
+    ) -> AgentRun:
+        """Continue a run a crash or restart interrupted, from the last step its ``DurableJournal`` recorded.
+
+        The transcript, tool results and spend come from ``store``; the spend counts against this
+        run's budgets. A tool call that started and never finished runs again only for a tool marked
+        ``idempotent=True``; otherwise the model is told it was skipped. Journal the resumed run too
+        by giving this harness a ``DurableJournal`` on the same store.
+
+        Raises:
+            ConfigurationError: The run is unknown, completed, already resumed or still running.
+            RunStoreCorrupt: The store is damaged (it is not modified).
+            RunStoreVersionError: The store is from a newer version (it is not modified).
+        """
+        from .durable import resume_run
+
+        return await resume_run(self, run_id, store=store, config=config, data=data)
+
+    def resume_sync(
+        self,
+        run_id: str,
+        *,
+        store: RunStore | str | os.PathLike[str],
+        config: RunConfig | None = None,
+        data: Any = None,
+    ) -> AgentRun:
+        """Blocking twin of ``resume`` (see ``run_sync``)."""
+        ctx = self._context(config, data)
+
+        async def resume_and_close() -> AgentRun:
+            try:
+                return await self.resume(run_id, store=store, config=ctx.config, data=data)
+            finally:
+                await self._release_models()
+
+        return _run_blocking(resume_and_close, ctx)
 
     async def aclose(self) -> None:
         """Close the models' HTTP clients for the running loop and every tool provider (MCP servers)."""

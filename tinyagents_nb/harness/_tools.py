@@ -199,6 +199,7 @@ class FunctionTool(Generic[P, R]):
         strict: bool = False,
         in_thread: bool | None = None,
         requires_approval: bool | Callable[..., Any] = False,
+        idempotent: bool = False,
     ) -> None:
         if isinstance(function, FunctionTool):  # re-wrapping, e.g. to rename: start from the plain function
             function = function.function
@@ -226,6 +227,8 @@ class FunctionTool(Generic[P, R]):
             raise ToolDefinitionError(f"tool `{name}`: requires_approval must be a bool or a callable")
         self.requires_approval = requires_approval
         """``True``, or a per-call rule ``(ctx, arguments) -> True | False | "ask" | "approve" | "deny"``."""
+        self.idempotent = bool(idempotent)
+        """Safe to run again when a resumed run finds this call started but unfinished."""
         functools.update_wrapper(self, function, updated=())
 
         doc_description, param_docs = _parse_docstring(getattr(function, "__doc__", None))
@@ -401,6 +404,7 @@ def tool(
     strict: bool = False,
     in_thread: bool | None = None,
     requires_approval: bool | Callable[..., Any] = False,
+    idempotent: bool = False,
 ) -> FunctionTool[P, R]: ...
 
 
@@ -413,6 +417,7 @@ def tool(
     strict: bool = False,
     in_thread: bool | None = None,
     requires_approval: bool | Callable[..., Any] = False,
+    idempotent: bool = False,
 ) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
 
 
@@ -426,6 +431,7 @@ def tool(
     strict: bool = False,
     in_thread: bool | None = None,
     requires_approval: bool | Callable[..., Any] = False,
+    idempotent: bool = False,
 ) -> Any:
     """Turn a typed function (sync or async) into a ``FunctionTool``; usable bare or with options.
 
@@ -438,6 +444,8 @@ def tool(
         in_thread: Run a sync function in a worker thread (default) or inline (``False``).
         requires_approval: Wait for a person before each call (``True``), or decide per call with
             ``(ctx, arguments) -> True | False | "ask" | "approve" | "deny"`` (see ``ApprovalDesk``).
+        idempotent: Running the call twice is harmless, so a resumed run may re-run a call that a crash
+            interrupted (otherwise it is skipped with a note to the model).
 
     Raises:
         ToolDefinitionError: The function cannot be described to a model (see the module docstring).
@@ -452,6 +460,7 @@ def tool(
             strict=strict,
             in_thread=in_thread,
             requires_approval=requires_approval,
+            idempotent=idempotent,
         )
 
     return decorate if function is None else decorate(function)

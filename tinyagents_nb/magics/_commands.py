@@ -27,6 +27,7 @@ from ._approval_commands import APPROVAL_COMMANDS
 from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
+from ._durable import announce_interrupted, find_interrupted, resume_interrupted, run_store_of
 from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._notebook import NOTEBOOK_COMMANDS
@@ -160,9 +161,26 @@ def _pause(host: CommandHost, session: NotebookSession, args: list[str]) -> None
 
 
 def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
-    run = _active(session, _at_most_one("resume", args, "run"), "resume")
-    run.resume()
-    print(f"resuming {run.label}")
+    """A paused run of this kernel continues; otherwise an interrupted run resumes from its journal."""
+    ref = _at_most_one("resume", args, "run")
+    stored = None if session.active_runs() and ref is None else find_interrupted(run_store_of(session), ref)
+    if stored is None:
+        run = _active(session, ref, "resume")
+        run.resume()
+        print(f"resuming {run.label}")
+        return
+    print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
+    done = resume_interrupted(
+        stored,
+        store=run_store_of(session),
+        model=session.resolve_model(stored.model),
+        tools=list(session.tools),
+        loop=session.loop,
+        max_model_calls=session.max_model_calls,
+        system_prompt=session.system_prompt,
+    )
+    print(done.final_text)
+    print(f"[{done.status} · resumed as {done.run_id} · {done.usage.total_tokens:,} tokens in all]")
 
 
 def _steer(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
@@ -298,6 +316,7 @@ def _reset(host: CommandHost, session: NotebookSession, args: list[str]) -> None
     session.reset(store_path=host.store_path or ":memory:")
     note = f"; stopped {stopped} active run(s)" if stopped else ""
     print(f"session reset: new thread {session.thread_id}{note}")
+    announce_interrupted(run_store_of(session))
 
 
 COMMANDS: Mapping[str, Command] = {

@@ -39,6 +39,7 @@ from tinyagents_nb.widgets import RunDashboard
 from . import _map_cell
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
+from ._durable import announce_interrupted, run_store_of
 from ._handle import NotebookRun, RunMode
 from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless, unseen_widgets
 from ._interpolate import InterpolationError, interpolate
@@ -161,6 +162,7 @@ class AgentMagics(magic.Magics):
         elif self.store_path and session.store_path != self.store_path:
             session.reopen(self.store_path)  # made by get_session() before the extension was loaded
         _replace_session(session)
+        announce_interrupted(run_store_of(session))
         self._apply(session, only_set=True)
         self._propose = False
         if session.notebook is None:

@@ -44,7 +44,7 @@ from tinyagents_nb.harness.providers import ModelRegistry
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.stores import StoreRegistry
 
-from . import _display
+from . import _display, _durable
 from ._budget import notebook_budgets, unattended_decision
 from ._gauge import fallback_window
 from ._handle import NotebookRun, RunMode
@@ -134,8 +134,7 @@ class NotebookSession:
         self._rerun_stopped: dict[str, list[NotebookRun]] = {}
         self._agent_names: dict[str, str] = {}
         events = self.context.events
-        # token deltas are not journaled: a durable write per token would dominate a long stream,
-        # and model.completed / run.completed already record every call and the final text
+        # no token deltas: a write per token would dominate a stream; model/run.completed record every call
         journal_sink = JournalSink(self.journal, exclude_kinds={"model.delta"})
         self._detach = [
             events.add_listener(journal_sink),
@@ -284,7 +283,7 @@ class NotebookSession:
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=[*selected, *extra_tools, *servers],
-            middleware=[self._memory],
+            middleware=[self._memory, _durable.journal_for(_durable.run_store_of(self), name, self.model_name(model))],
             policy=RunPolicy(limits=limits, unattended_approval=unattended),
             system_prompt=system or self.system_prompt,
             name=name,
@@ -390,7 +389,7 @@ class NotebookSession:
     # ------------------------------------------------------------------ reports
     def runs_frame(self) -> pd.DataFrame:
         """A pandas DataFrame with one row per run."""
-        return _display.runs_frame(self._runs, self.context.usage, self.context.costs)
+        return _durable.with_interrupted(_display.runs_frame(self._runs, self.context.usage, self.context.costs), self)
 
     def cost_frame(self) -> pd.DataFrame:
         """A pandas DataFrame of cost and tokens by run, agent (main or sub-agent) and model."""

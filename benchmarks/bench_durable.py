@@ -1,0 +1,94 @@
+"""Durable runs: what journaling every step to SQLite costs a run, and how long a resume takes.
+
+A 25-turn run (model → tool → model, a scripted model so only the harness is measured) with and
+without a ``DurableJournal`` on a SQLite ``RunStore`` (WAL, ``synchronous=normal``: every step
+committed, safe against a killed process); then a 200-step run is journaled, failed, and resumed
+(``plan_resume`` reads and rebuilds it; ``resume`` also finishes it with one more model call).
+
+Run alone: ``python -m benchmarks.bench_durable [--quick]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from benchmarks._common import header, line
+from tinyagents_nb.harness import AgentHarness, Middleware, ModelResponse, ProviderError, RunLimits, RunPolicy, tool
+from tinyagents_nb.harness.durable import DurableJournal, RunStore, plan_resume
+from tinyagents_nb.harness.testkit import ScriptedModel
+
+POLICY = RunPolicy(limits=RunLimits(max_model_calls=1_000, max_tool_calls=1_000))
+
+
+@tool
+def step(i: int) -> str:
+    """One step of work."""
+    return f"ok {i}"
+
+
+def _script(turns: int) -> list[ModelResponse | BaseException | str]:
+    return [ScriptedModel.tool_call("step", {"i": i}) for i in range(turns)]
+
+
+async def _once(middleware: list[Middleware], turns: int) -> float:
+    model = ScriptedModel([*_script(turns), "done"])
+    harness: AgentHarness[None] = AgentHarness(model=model, tools=[step], middleware=middleware, policy=POLICY)
+    started = time.perf_counter()
+    await harness.invoke("go")
+    return time.perf_counter() - started
+
+
+async def overhead(store: RunStore, rounds: int) -> None:
+    plain, durable = [], []
+    for _ in range(rounds):  # interleaved, so drift in the machine's load hits both alike
+        plain.append(await _once([], 25))
+        durable.append(await _once([DurableJournal(store)], 25))
+    off, on = statistics.median(plain) * 1e3, statistics.median(durable) * 1e3
+    line(f"25 turns without a journal: {off:.1f} ms median; with DurableJournal: {on:.1f} ms")
+    line(f"journal overhead per turn (3 committed steps): {(on - off) / 25:.2f} ms")
+
+
+async def resume(store: RunStore, steps: int) -> None:
+    failing = ScriptedModel([*_script(steps), ProviderError("gone", retryable=False)])
+    harness: AgentHarness[None] = AgentHarness(
+        model=failing, tools=[step], middleware=[DurableJournal(store)], policy=POLICY
+    )
+    try:
+        await harness.invoke("go")
+    except ProviderError:
+        pass
+    failed = next(r for r in store.runs() if r.status == "failed")
+    started = time.perf_counter()
+    plan = plan_resume(store, failed.run_id)
+    read = time.perf_counter() - started
+    later: AgentHarness[None] = AgentHarness(model=ScriptedModel(["done"]), tools=[step], policy=POLICY)
+    started = time.perf_counter()
+    await later.resume(failed.run_id, store=store)
+    whole = time.perf_counter() - started
+    line(
+        f"{steps}-step run ({len(plan.messages)} messages): plan_resume {read * 1e3:.1f} ms; resume to the end {whole * 1e3:.1f} ms"
+    )
+
+
+async def amain(quick: bool) -> None:
+    header("durable runs: journal overhead per turn, resume time")
+    with tempfile.TemporaryDirectory() as folder:
+        store = RunStore(Path(folder) / "runs.sqlite")
+        await overhead(store, 3 if quick else 30)
+        await resume(store, 20 if quick else 200)
+        store.close()
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    asyncio.run(amain(parser.parse_args(argv).quick))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""Durable runs in the notebook: a run whose process was killed shows as interrupted and resumes."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+from IPython.core.interactiveshell import InteractiveShell
+
+from tinyagents_nb.harness.testkit import FunctionModel
+from tinyagents_nb.magics import get_session
+
+from ..harness.durable import test_durable_resume as kill
+from ..harness.durable.durable_script import answer, charge, lookup
+from .conftest import run_ok
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kill._kill_in(tmp_path, "charge")  # a run in another process, killed inside a non-idempotent tool
+    monkeypatch.setenv("DURABLE_FOLDER", str(tmp_path))
+    store = tmp_path / "runs.sqlite"
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store)!r}")
+    run_ok(shell, "%agent reset")
+    assert "1 interrupted run in" in capsys.readouterr().out  # said once, where the store is opened
+    session = get_session()
+    session.register_model("function", FunctionModel(answer))
+    session.register_tool(charge)
+    session.register_tool(lookup)
+
+    runs = run_ok(shell, "%agent runs").result
+    (row,) = runs[runs["status"] == "interrupted"].to_dict("records")
+    assert row["model_calls"] == 1
+    assert row["total_tokens"] == 110
+    assert row["prompt"] == "pay and look up"
+
+    assert row["run"].startswith("interrupted ")  # the label carries the id's tail, which %agent resume takes
+    run_ok(shell, f"%agent resume {row['run'].split()[-1]}")
+    out = capsys.readouterr().out
+    assert "all done" in out
+    assert "330 tokens in all" in out
+    assert (tmp_path / "charge.log").read_text().count("x") == 1
+    runs = run_ok(shell, "%agent runs").result
+    assert not (runs["status"] == "interrupted").any()
+
+
+def test_loading_the_extension_says_there_are_interrupted_runs(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kill._kill_in(tmp_path, "lookup")
+    run_ok(shell, "%unload_ext tinyagents_nb")
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(tmp_path / 'runs.sqlite')!r}")
+    capsys.readouterr()
+    run_ok(shell, "%load_ext tinyagents_nb")
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert "1 interrupted run in" in out
+    assert "%agent resume" in out

@@ -1,0 +1,28 @@
+"""Durable runs: journal each completed step to SQLite and resume a run a crash or restart interrupted.
+
+``DurableJournal`` (middleware) writes a root run's input, model answers and tool results to a
+``RunStore``; ``AgentHarness.resume(run_id, store=...)`` rebuilds the run from it and continues.
+``RunStore.runs()`` lists runs, reporting those whose process died as ``interrupted``.
+"""
+
+from __future__ import annotations
+
+from ._journal_mw import DurableJournal as DurableJournal
+from ._resume import ResumePlan as ResumePlan, plan_resume as plan_resume, resume_run as resume_run
+from ._run_store import (
+    RunStore as RunStore,
+    RunStoreCorrupt as RunStoreCorrupt,
+    RunStoreVersionError as RunStoreVersionError,
+    StoredRun as StoredRun,
+)
+
+__all__ = [
+    "DurableJournal",
+    "ResumePlan",
+    "RunStore",
+    "RunStoreCorrupt",
+    "RunStoreVersionError",
+    "StoredRun",
+    "plan_resume",
+    "resume_run",
+]

@@ -1,0 +1,99 @@
+"""``DurableJournal``: the middleware that journals each completed step of a root run to a ``RunStore``.
+
+It only writes at step boundaries (the input, each model answer, each tool start and result), one
+small committed SQLite row each, so its overhead is a few inserts per turn, not per token.
+Sub-agent runs are not journaled separately: their parent's tool result records their answer.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from .._controls import SkipTool
+from .._errors import Cancelled
+from .._messages import Message, ToolCall, UserMessage, dump_messages
+from .._middleware import Middleware
+from .._model import ModelResponse
+from ._run_store import RunStore, usage_dict
+
+if TYPE_CHECKING:
+    from .._context import RunContext
+    from .._run import AgentRun
+    from .._tools import ToolResult
+
+__all__ = ["DurableJournal"]
+
+
+def _prompt(messages: list[Message]) -> str:
+    for message in reversed(messages):
+        if isinstance(message, UserMessage):
+            return message.text
+    return ""
+
+
+class DurableJournal(Middleware):
+    """Journal every root run's completed steps so ``AgentHarness.resume`` can continue it after a crash.
+
+    Args:
+        store: A ``RunStore`` or the path of its SQLite file.
+        agent: The agent's label in ``%agent runs``.
+        model: The model name to resume with (a notebook resolves it again after a restart).
+    """
+
+    def __init__(
+        self, store: RunStore | str | os.PathLike[str], *, agent: str | None = None, model: str | None = None
+    ) -> None:
+        self.store = store if isinstance(store, RunStore) else RunStore(store)
+        self.agent = agent
+        self.model = model
+        self._resuming: dict[str, tuple[str, int]] = {}
+
+    def resuming(self, run_id: str, original: str, from_step: int) -> None:
+        """Announce that ``run_id`` continues ``original`` from its step ``from_step`` (set by resume)."""
+        self._resuming[run_id] = (original, from_step)
+
+    async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
+        if ctx.depth:
+            return
+        original, from_step = self._resuming.pop(ctx.run_id, (None, None))
+        self.store.start_run(
+            ctx.run_id,
+            agent=self.agent,
+            model=self.model,
+            prompt=_prompt(messages),
+            resumed_from=original,
+            from_step=from_step,
+        )
+        self.store.add_step(ctx.run_id, "input", {"messages": dump_messages(messages)})
+
+    async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
+        if not ctx.depth:
+            data = {
+                "message": dump_messages([response.message])[0],
+                "usage": usage_dict(response.usage),
+                "model": response.model,
+                "provider": response.provider,
+                "cached": response.resolved is not None and response.resolved.source == "cache",
+            }
+            self.store.add_step(ctx.run_id, "model", data)
+        return response
+
+    async def before_tool(self, ctx: RunContext[Any], call: ToolCall) -> ToolCall | SkipTool:
+        if not ctx.depth:
+            self.store.add_step(ctx.run_id, "tool.started", {"id": call.id, "name": call.name})
+        return call
+
+    async def after_tool(self, ctx: RunContext[Any], call: ToolCall, result: ToolResult) -> ToolResult:
+        if not ctx.depth:
+            message = result.to_message(call)
+            self.store.add_step(ctx.run_id, "tool.done", {"message": dump_messages([message])[0]})
+        return result
+
+    async def after_agent(self, ctx: RunContext[Any], run: AgentRun) -> None:
+        if not ctx.depth:
+            self.store.end_run(ctx.run_id, "completed")
+
+    async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:
+        if not ctx.depth:
+            self.store.end_run(ctx.run_id, "cancelled" if isinstance(error, Cancelled) else "failed")

@@ -1,0 +1,149 @@
+"""Durable runs in the notebook: interrupted runs in ``%agent runs`` and ``%agent resume RUN``.
+
+Every run the session starts is journaled step by step to the session's ``RunStore`` (the same
+SQLite file as its history when ``store_path`` is set). After a kernel restart, runs whose kernel
+died show as ``interrupted`` with what they spent; ``%agent resume RUN`` continues one from its last
+completed step with the session's current tools, on the session's loop.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+from tinyagents_nb.harness import AgentHarness, AgentRun, ChatModel, RunLimits, RunPolicy, Tool
+from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun
+
+from ._loop import SessionLoop
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = [
+    "journal_for",
+    "run_store_of",
+    "with_interrupted",
+    "announce_interrupted",
+    "find_interrupted",
+    "interrupted_note",
+    "interrupted_rows",
+    "resume_interrupted",
+]
+
+
+class _Session(Protocol):
+    store_path: str
+
+    @property
+    def runs(self) -> list[Any]: ...
+
+
+_stores: weakref.WeakKeyDictionary[Any, RunStore] = weakref.WeakKeyDictionary()
+_stores_lock = threading.Lock()
+
+
+def run_store_of(session: _Session) -> RunStore:
+    """The session's run store, in its SQLite file (or in memory); reopened when ``store_path`` changes."""
+    with _stores_lock:
+        store = _stores.get(session)
+        if store is None or store.path != session.store_path:
+            if store is not None:
+                store.close()
+            store = _stores[session] = RunStore(session.store_path)
+        return store
+
+
+def journal_for(store: RunStore, agent: str | None, model: str) -> DurableJournal:
+    """The middleware that journals one notebook run's steps."""
+    return DurableJournal(store, agent=agent, model=model)
+
+
+def with_interrupted(frame: pd.DataFrame, session: _Session) -> pd.DataFrame:
+    """``%agent runs``'s frame with the interrupted runs of dead kernels on top."""
+    rows = interrupted_rows(run_store_of(session), {r.run_id for r in session.runs})
+    if not rows:
+        return frame
+    import pandas as pd
+
+    return pd.concat([pd.DataFrame(rows, columns=frame.columns), frame], ignore_index=True)
+
+
+def _usd(value: Any) -> float | None:
+    return None if value is None else float(value)
+
+
+def interrupted_rows(store: RunStore, known: set[str]) -> list[dict[str, Any]]:
+    """Rows (in ``%agent runs``'s columns) for the stored runs that were interrupted and not resumed."""
+    rows = []
+    for run in reversed(store.runs()):
+        if run.status != "interrupted" or run.run_id in known:
+            continue
+        rows.append(
+            {
+                "run": f"interrupted {run.run_id[-8:]}",
+                "status": "interrupted",
+                "mode": None,
+                "model": run.model,
+                "thread_id": None,
+                "model_calls": run.model_calls,
+                "tool_calls": run.tool_calls,
+                "input_tokens": run.usage.input_tokens,
+                "output_tokens": run.usage.output_tokens,
+                "total_tokens": run.usage.total_tokens,
+                "cost_usd": _usd(run.cost_usd),
+                "prompt": run.prompt[:80],
+                "run_id": run.run_id,
+            }
+        )
+    return rows
+
+
+def interrupted_note(store: RunStore) -> str | None:
+    """One line for the cell that opens the store: how many runs a dead kernel left, and how to resume them."""
+    runs = [r for r in store.runs() if r.status == "interrupted"]
+    if not runs:
+        return None
+    newest = runs[0].run_id
+    many = f"{len(runs)} interrupted runs" if len(runs) > 1 else "1 interrupted run"
+    return (
+        f"tinyagents: {many} in {store.path} (%agent runs lists them; %agent resume {newest[-8:]} continues the newest)"
+    )
+
+
+def announce_interrupted(store: RunStore) -> None:
+    """Print ``interrupted_note`` when there is something to say."""
+    note = interrupted_note(store)
+    if note:
+        print(note)
+
+
+def find_interrupted(store: RunStore, ref: str | None) -> StoredRun | None:
+    """The interrupted run named by id or id suffix (4+ characters), or the newest when ``ref`` is ``None``."""
+    interrupted = [r for r in store.runs() if r.status == "interrupted"]
+    if ref is None:
+        return interrupted[0] if interrupted else None
+    matches = [r for r in interrupted if r.run_id == ref or (len(ref) >= 4 and r.run_id.endswith(ref))]
+    return matches[0] if len(matches) == 1 else None
+
+
+def resume_interrupted(
+    run: StoredRun,
+    *,
+    store: RunStore,
+    model: ChatModel,
+    tools: Sequence[Tool],
+    loop: SessionLoop,
+    max_model_calls: int,
+    system_prompt: str | None,
+) -> AgentRun:
+    """Resume ``run`` with the session's tools and model on its loop, waiting for it to end."""
+    harness: AgentHarness[None] = AgentHarness(
+        model=model,
+        tools=list(tools),
+        middleware=[DurableJournal(store, agent=run.agent, model=run.model)],
+        policy=RunPolicy(limits=RunLimits(max_model_calls=max_model_calls)),
+        system_prompt=system_prompt,
+    )
+    return loop.submit(harness.resume(run.run_id, store=store)).result()
