@@ -46,7 +46,7 @@ def test_rerunning_a_waiting_cell_stops_its_run_and_the_new_run_says_so(ready: K
     assert stopped_in < 5, f"the old run took {stopped_in:.1f} s to give way (it ran to its end?)"
     record = first.markdown()
     assert "stopped: the cell was run again" in record
-    assert "cancelled (the cell was run again)" in record
+    assert "cancelled (the cell was run again)" in record.replace("\\", "")  # (escaped inside <code>)
     assert "word599" not in record
 
     second.adopt(first)

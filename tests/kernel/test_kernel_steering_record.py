@@ -61,6 +61,6 @@ def test_a_message_the_run_never_read_is_in_the_record(ready: KernelHarness) -> 
     assert cell.pump(lambda c: "cancelled" in c.markdown(), timeout=20)
     assert cell.finish().status == "ok"
     record = cell.markdown()
-    assert "*not delivered (the run had no further step):* Wrap up in `$5` words." in record
+    assert "*not delivered (the run had no further step):* Wrap up in <code>\\$5</code> words." in record
     [output] = cell.result.outputs
     assert "not delivered (the run had no further step): Wrap up in $5 words." in output["data"]["text/plain"]
