@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ import httpx
 import pytest
 
 SETUP = Path(__file__).with_name("setup_server.sh")
+_RUNNING: dict[int, subprocess.Popen[bytes]] = {}
 ALIAS = "smollm2"
 N_CTX = 2048
 
@@ -98,6 +100,7 @@ def start_server(directory: Path, log: Path, *extra: str) -> LlamaServer:
     ]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    _RUNNING[proc.pid] = proc  # held until stop_server reaps it (a dropped Popen of a live process warns)
     server = LlamaServer(pid=proc.pid, port=port, log=log)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
@@ -115,21 +118,15 @@ def start_server(directory: Path, log: Path, *extra: str) -> LlamaServer:
 
 def stop_server(server: LlamaServer) -> None:
     """Stop the server by its PID: SIGTERM, then SIGKILL after 5 s."""
-    try:
-        os.kill(server.pid, signal.SIGTERM)
-    except ProcessLookupError:
+    proc = _RUNNING.pop(server.pid, None)
+    if proc is None:
         return
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline:
-        try:
-            done, _ = os.waitpid(server.pid, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if done:
-            return
-        time.sleep(0.02)
-    os.kill(server.pid, signal.SIGKILL)
-    os.waitpid(server.pid, 0)
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -152,3 +149,13 @@ def llama(llama_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def _unpriced_local_model_is_expected() -> Iterator[None]:
+    """The local model has no price (its cost is honestly unknown): the warning saying so is expected here."""
+    from tinyagents_nb.harness.runtime import CostUnknownWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", CostUnknownWarning)
+        yield
