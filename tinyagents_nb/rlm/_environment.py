@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 from ._config import ContextValueError
+from ._helpers import bound_write
 
 if TYPE_CHECKING:
     from ._bridge import SubQueries
@@ -121,21 +122,13 @@ class BoundedOutput(io.TextIOBase):
 
     def write(self, text: str) -> int:
         head, tail = self._limits
-        size = len(text)
         with self._lock:
-            start = 0
-            room = head - self._head_len
-            if room > 0:
-                part = text[:room]
+            part, rest, self._tail = bound_write(text, head - self._head_len, self._tail, tail)
+            if part:
                 self._head.append(part)
                 self._head_len += len(part)
-                start = len(part)
-            rest = size - start  # never sliced whole: a copy of a 50 MB rest is what this avoids
-            if rest > 0:
-                self._overflow += rest
-                keep = min(tail, rest)
-                self._tail = (self._tail + text[size - keep :])[-tail:] if keep else ""
-        return size
+            self._overflow += rest
+        return len(text)
 
     @property
     def dropped(self) -> int:

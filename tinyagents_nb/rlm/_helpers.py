@@ -18,7 +18,7 @@ import threading
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
-__all__ = ["RLMCallError", "cap_output", "hook_after_blocks", "install", "socket_transport"]
+__all__ = ["RLMCallError", "bound_write", "cap_output", "hook_after_blocks", "install", "socket_transport"]
 
 Transport = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -211,6 +211,19 @@ def socket_transport(port: int, token: str) -> Transport:
     return call
 
 
+def bound_write(text: str, room: int, tail: str, tail_limit: int) -> tuple[str, int, str]:
+    """``(part kept at the head, characters past the head, new tail)`` for one write to a bounded stream.
+
+    The rest past the head is never sliced whole: a copy of a 50 MB rest is what this avoids.
+    """
+    part = text[:room] if room > 0 else ""
+    rest = len(text) - len(part)
+    if rest > 0:
+        keep = min(tail_limit, rest)
+        tail = (tail + text[len(text) - keep :])[-tail_limit:] if keep else ""
+    return part, rest, tail
+
+
 class _Capped:
     """A stream forwarding at most ``head`` characters per block, then keeping only the last ``tail``."""
 
@@ -226,20 +239,12 @@ class _Capped:
 
     def write(self, text: str) -> int:
         head, tail = self.limits
-        size = len(text)
-        start = 0
-        room = head - self.sent
-        if room > 0:
-            part = text[:room]
+        part, rest, self.tail = bound_write(text, head - self.sent, self.tail, tail)
+        if part:
             self.inner.write(part)
             self.sent += len(part)
-            start = len(part)
-        rest = size - start  # never sliced whole: a copy of a 50 MB rest is what this avoids
-        if rest > 0:
-            self.overflow += rest
-            keep = min(tail, rest)
-            self.tail = (self.tail + text[size - keep :])[-tail:] if keep else ""
-        return size
+        self.overflow += rest
+        return len(text)
 
     def finish(self) -> None:
         """After a block: the kept end, with how much of the middle was not sent."""
