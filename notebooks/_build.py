@@ -1,24 +1,30 @@
-"""Regenerate the example notebooks: write them from ``_cells.py``, then execute them to store outputs.
+"""Build the example notebooks: each ``NN_name.ipynb`` from its jupytext percent source ``NN_name.py``.
 
-Usage (from the repository root)::
+Usage (from the repository root; ``./dev notebooks`` runs the first line)::
 
-    .venv/bin/python notebooks/_build.py            # write and execute all of them
-    .venv/bin/python notebooks/_build.py 03 05      # only notebooks whose names contain "03" or "05"
-    .venv/bin/python notebooks/_build.py --check    # exit 1 if a committed notebook's cells differ from _cells.py
+    .venv/bin/python notebooks/_build.py               # every notebook
+    .venv/bin/python notebooks/_build.py 03 05         # only those whose names contain "03" or "05"
+    .venv/bin/python notebooks/_build.py path/to/x.py  # a source elsewhere (its .ipynb is written beside it)
 
-Outputs are produced the way ``./dev test`` checks them with nbval: in a real kernel of this
-interpreter, in the default (waiting) mode with no tinyagents setting, offline (every ``*_API_KEY`` variable
-removed from the kernel's environment). Cell sources are formatted with ``ruff format`` before
-execution, so the committed notebooks pass ``ruff format --check``. Widget state is not stored:
-JupyterLab does not load it by default (it shows each dashboard's plain-text line until the cell
-is re-run), nbval ignores it, and it would add about 45 KB per dashboard to every diff.
+jupytext reads the source (``notebooks/jupytext.toml`` pairs the two files and comments ``%%agent``
+cells out), nbclient executes it, and the outputs are stored: nbval compares against them. What is ours:
+
+- every code cell must compile (magics included) before anything is formatted or executed;
+- the sources are formatted with ``ruff format``, so the built notebooks pass ``ruff format --check``;
+- the kernel is one of *this* interpreter, offline (every ``*_API_KEY`` variable removed) and with no
+  tinyagents setting, exactly as ``./dev test`` runs nbval;
+- what would change on every build without meaning anything is left out: random cell ids become
+  ``cell-01``..., no timings, no widget state, no jupytext blank-line metadata.
 """
 
 from __future__ import annotations
 
 import argparse
+import ast
+import asyncio
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -28,19 +34,20 @@ from pathlib import Path
 from typing import Any
 
 import ipykernel.kernelspec
-import nbformat as _nbformat
+import jupytext
+from IPython.core.inputtransformer2 import TransformerManager
+from jupytext.config import load_jupytext_config
 from nbclient import NotebookClient
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-from _cells import NOTEBOOKS, Cell  # a sibling module, not a package
-
-nbformat: Any = _nbformat  # untyped
-CHECK_TAG = "nbval-check-output"
-IGNORE_TAG = "nbval-ignore-output"
+SOURCES = "[0-9][0-9]_*.py"
 CELL_TIMEOUT_S = 120
-KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+KERNEL = "python3"
+CELL_MARKER = re.compile(r"^# %%( |$)")
+
+
+class SourceError(Exception):
+    """A notebook source that cannot become a notebook: a code cell does not compile."""
 
 
 def kernel_env() -> dict[str, str]:
@@ -52,51 +59,35 @@ def kernel_env() -> dict[str, str]:
     }
 
 
-def _cell(index: int, cell: Cell) -> Any:
-    cell_id = f"cell-{index:02d}"
-    if cell.kind == "markdown":
-        return nbformat.v4.new_markdown_cell(cell.source, id=cell_id)
-    tags = [CHECK_TAG] * cell.check + [IGNORE_TAG] * cell.ignore + ["raises-exception"] * cell.raises
-    return nbformat.v4.new_code_cell(cell.source, id=cell_id, metadata={"tags": tags} if tags else {})
-
-
-def compose(stem: str) -> Any:
-    """The unexecuted notebook for ``stem``, its code formatted by ruff."""
-    nb = nbformat.v4.new_notebook(cells=[_cell(i, c) for i, c in enumerate(NOTEBOOKS[stem], 1)])
-    nb.metadata["kernelspec"] = dict(KERNELSPEC)
-    nb.metadata["language_info"] = {"name": "python"}
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / f"{stem}.ipynb"
-        nbformat.write(nb, path)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "ruff",
-                "format",
-                "--quiet",
-                "--config",
-                str(HERE.parent / "pyproject.toml"),
-                str(path),
-            ],
-            check=True,
-        )
-        formatted = nbformat.read(path, as_version=4)
-    for cell, source in zip(nb.cells, formatted.cells, strict=True):
-        cell.source = source.source
+def read(path: Path) -> Any:
+    """The notebook in ``path``, every code cell compiled first (a kernel would only fail later, mid-run)."""
+    text = path.read_text(encoding="utf-8")
+    nb = jupytext.read(path, fmt="py:percent", config=load_jupytext_config(str(HERE)))
+    markers = [n for n, line in enumerate(text.splitlines(), 1) if CELL_MARKER.match(line)]
+    for index, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        try:
+            python = TransformerManager().transform_cell(cell.source)  # magics become Python calls
+            compile(python, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT, dont_inherit=True)
+        except SyntaxError as error:
+            row = error.lineno or 1
+            line = markers[index] + row if len(markers) == len(nb.cells) else None
+            where = f"{path.name}:{line}" if line else f"{path.name}, cell {index + 1}, line {row}"
+            text = (cell.source.splitlines()[row - 1 : row] or [""])[0].strip()
+            raise SourceError(f"{where}: {error.msg} (cell {index + 1}: {text!r})") from None
+    for number, cell in enumerate(nb.cells, 1):
+        cell.id = f"cell-{number:02d}"
+        cell.metadata.pop("lines_to_next_cell", None)  # blank lines in the .py: layout, not content
     return nb
 
 
 @contextlib.contextmanager
-def this_interpreter_kernelspec() -> Iterator[None]:
-    """Make ``KERNELSPEC["name"]`` name a kernel of *this* interpreter, whatever kernelspecs are installed.
-
-    A temporary directory put first on ``JUPYTER_PATH`` holds the spec ipykernel writes for
-    ``sys.executable``; kernel managers created meanwhile find it before any installed one.
-    """
+def this_interpreter_kernel() -> Iterator[None]:
+    """Make ``KERNEL`` name a kernel of *this* interpreter, whatever kernelspecs are installed."""
     previous = os.environ.get("JUPYTER_PATH")
     with tempfile.TemporaryDirectory(prefix="tinyagents-build-") as tmp:
-        ipykernel.kernelspec.write_kernel_spec(Path(tmp) / "kernels" / KERNELSPEC["name"])
+        ipykernel.kernelspec.write_kernel_spec(Path(tmp) / "kernels" / KERNEL)
         os.environ["JUPYTER_PATH"] = os.pathsep.join(filter(None, (tmp, previous)))
         try:
             yield
@@ -107,56 +98,59 @@ def this_interpreter_kernelspec() -> Iterator[None]:
                 os.environ["JUPYTER_PATH"] = previous
 
 
-def execute(nb: Any) -> Any:
-    """Run every cell in a fresh kernel of this interpreter (cwd: ``notebooks/``) and keep the outputs."""
-    with this_interpreter_kernelspec():
+async def _execute(path: Path, nb: Any, slots: asyncio.Semaphore) -> None:
+    async with slots:
+        started = time.perf_counter()
         client = NotebookClient(
             nb,
-            kernel_name=KERNELSPEC["name"],
+            kernel_name=KERNEL,
             timeout=CELL_TIMEOUT_S,
-            resources={"metadata": {"path": str(HERE)}},
+            resources={"metadata": {"path": str(path.parent)}},
             record_timing=False,
             store_widget_state=False,
         )
-        client.execute(env=kernel_env())
-    return nb
+        await client.async_execute(env=kernel_env())
+        jupytext.write(nb, path.with_suffix(".ipynb"), fmt="ipynb")
+        print(f"{path.with_suffix('.ipynb').name}: {len(nb.cells)} cells, {time.perf_counter() - started:.1f} s")
 
 
-def _shape(nb: Any) -> list[tuple[str, str, list[str]]]:
-    return [(c.cell_type, c.source, list(c.get("metadata", {}).get("tags", []))) for c in nb.cells]
+async def _build_all(notebooks: dict[Path, Any], jobs: int) -> None:
+    slots = asyncio.Semaphore(jobs)
+    await asyncio.gather(*(_execute(path, nb, slots) for path, nb in notebooks.items()))
 
 
-def check(stems: list[str]) -> int:
-    """Compare committed notebooks with ``_cells.py`` (sources and tags, not outputs); 1 if any differ."""
-    stale = []
-    for stem in stems:
-        path = HERE / f"{stem}.ipynb"
-        if not path.exists() or _shape(nbformat.read(path, as_version=4)) != _shape(compose(stem)):
-            stale.append(path.name)
-    for name in stale:
-        print(f"{name} is out of date with notebooks/_cells.py: run .venv/bin/python notebooks/_build.py")
-    return 1 if stale else 0
-
-
-def build(stems: list[str]) -> None:
-    for stem in stems:
-        started = time.perf_counter()
-        nb = execute(compose(stem))
-        nbformat.write(nb, HERE / f"{stem}.ipynb")
-        print(f"{stem}.ipynb: {len(nb.cells)} cells, executed in {time.perf_counter() - started:.1f} s")
+def sources(only: list[str]) -> list[Path]:
+    """The sources named by ``only``: paths to ``.py`` files, or parts of names in ``notebooks/``."""
+    paths = [Path(arg).resolve() for arg in only if arg.endswith(".py")]
+    parts = [arg for arg in only if not arg.endswith(".py")]
+    if parts or not only:
+        paths += [p for p in sorted(HERE.glob(SOURCES)) if not parts or any(part in p.stem for part in parts)]
+    return paths
 
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("only", nargs="*", help="build only notebooks whose file names contain one of these")
-    parser.add_argument("--check", action="store_true", help="verify the committed notebooks match _cells.py")
+    parser.add_argument("only", nargs="*", help="source paths, or parts of the notebooks' names")
+    parser.add_argument("-j", "--jobs", type=int, default=2, help="notebooks executed at once (default 2)")
     args = parser.parse_args(argv)
-    stems = [s for s in NOTEBOOKS if not args.only or any(part in s for part in args.only)]
-    if not stems:
-        parser.error(f"no notebook matches {args.only}; known: {', '.join(NOTEBOOKS)}")
-    if args.check:
-        return check(stems)
-    build(stems)
+    paths = sources(args.only)
+    if not paths:
+        parser.error(f"no notebook source matches {args.only} in {HERE}")
+    try:
+        for path in paths:  # all of them compile, or none is formatted or executed
+            read(path)
+    except (SourceError, OSError) as error:
+        print(f"not built: {error}", file=sys.stderr)
+        return 2
+    subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--quiet", "--config", str(HERE / "ruff.toml"), *map(str, paths)],
+        check=True,
+    )
+    notebooks = {path: read(path) for path in paths}
+    started = time.perf_counter()
+    with this_interpreter_kernel():
+        asyncio.run(_build_all(notebooks, max(1, args.jobs)))
+    print(f"{len(notebooks)} notebooks built in {time.perf_counter() - started:.1f} s")
     return 0
 
 
