@@ -2,9 +2,8 @@
 
 nbval itself (``./dev test``'s second pytest run) re-executes every notebook and compares the cells
 tagged ``nbval-check-output``; these tests check what nbval does not: that the stored outputs, which
-GitHub readers see, hold no traceback and no secret, that every dashboard cell is excluded from the
-comparison, and that the notebooks match ``notebooks/_cells.py``, which ``notebooks/_build.py``
-writes them from.
+GitHub readers see, hold no traceback and no secret, and that every dashboard cell is excluded from the
+comparison. ``tests/test_notebooks_source.py`` checks that each notebook matches its jupytext source.
 """
 
 from __future__ import annotations
@@ -12,8 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -139,17 +136,6 @@ def test_every_notebook_is_listed(page: str) -> None:
     text = (ROOT / page).read_text(encoding="utf-8")
     missing = [p.name for p in PATHS if p.name not in text]
     assert not missing, f"{page} does not list {', '.join(missing)}"
-
-
-def test_the_build_script_reproduces_the_committed_cells() -> None:
-    result = subprocess.run(
-        [sys.executable, str(NOTEBOOKS / "_build.py"), "--check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
 
 
 def test_the_sanitizer_masks_what_varies() -> None:

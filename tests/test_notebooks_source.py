@@ -1,0 +1,146 @@
+"""The example notebooks' sources: each ``notebooks/NN_name.ipynb`` is built from the jupytext percent file
+``NN_name.py`` beside it (``./dev notebooks``), and the two must not drift apart.
+
+The sync check reads both sides with jupytext's own readers, so a hand edit to either file (a cell's
+code, a Markdown paragraph, an nbval tag) fails here until the notebook is rebuilt. The build itself
+refuses a source whose code does not compile before it starts any kernel.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jupytext
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+BUILD = NOTEBOOKS / "_build.py"
+SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
+LAYOUT_ONLY = {"lines_to_next_cell"}  # jupytext's record of blank lines in the .py, not content
+
+
+def _cells(nb: Any) -> list[tuple[str, str, dict[str, Any]]]:
+    return [
+        (cell.cell_type, cell.source, {k: v for k, v in cell.metadata.items() if k not in LAYOUT_ONLY})
+        for cell in nb.cells
+    ]
+
+
+def _drift(source: Path, notebook: Path) -> str | None:
+    """How ``notebook`` differs from what ``source`` builds (cells, their order, sources, tags), or None."""
+    built, stored = _cells(jupytext.read(source)), _cells(jupytext.read(notebook))
+    if len(built) != len(stored):
+        return f"{len(built)} cells in {source.name}, {len(stored)} in {notebook.name}"
+    for number, (want, have) in enumerate(zip(built, stored, strict=True), 1):
+        if want != have:
+            field = "type" if want[0] != have[0] else "source" if want[1] != have[1] else "tags/metadata"
+            return f"cell {number} differs ({field}): {want[1][:60]!r} in the .py, {have[1][:60]!r} in the .ipynb"
+    return None
+
+
+def test_every_notebook_has_its_source_and_every_source_its_notebook() -> None:
+    notebooks = sorted(NOTEBOOKS.glob("*.ipynb"))
+    assert SOURCES, "no notebooks/NN_name.py source found"
+    assert [p.stem for p in notebooks] == [p.stem for p in SOURCES]
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_the_notebook_matches_its_source(source: Path) -> None:
+    drift = _drift(source, source.with_suffix(".ipynb"))
+    assert drift is None, (
+        f"{source.with_suffix('.ipynb').name} is out of date: {drift}; run ./dev notebooks {source.stem[:2]}"
+    )
+
+
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
+def test_sources_are_percent_files_with_agent_cells_commented_out(source: Path) -> None:
+    text = source.read_text(encoding="utf-8")
+    assert "format_name: percent" in text
+    assert "custom_cell_magics: agent" in text  # so the .py is plain Python that ruff and mypy can read
+    assert "\n# %%agent" not in text
+
+
+def test_a_hand_edit_on_either_side_is_caught(tmp_path: Path) -> None:
+    source = SOURCES[0]
+    notebook = source.with_suffix(".ipynb")
+    edited_py = tmp_path / source.name
+    edited_py.write_text(source.read_text(encoding="utf-8").replace("# %load_ext tinyagents_nb", "# %load_ext other"))
+    assert "cell 3 differs (source)" in (_drift(edited_py, notebook) or "")
+
+    nb = json.loads(notebook.read_text(encoding="utf-8"))
+    tagged = next(cell for cell in nb["cells"] if cell["metadata"].get("tags"))
+    tagged["metadata"]["tags"] = ["nbval-skip"]
+    edited_nb = tmp_path / notebook.name
+    edited_nb.write_text(json.dumps(nb), encoding="utf-8")
+    assert "(tags/metadata)" in (_drift(source, edited_nb) or "")
+
+    nb["cells"].pop()
+    edited_nb.write_text(json.dumps(nb), encoding="utf-8")
+    assert "cells in" in (_drift(source, edited_nb) or "")
+
+
+HEADER = """# ---
+# jupyter:
+#   jupytext:
+#     custom_cell_magics: agent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+# ---
+"""
+
+
+def _run_build(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(BUILD), *args], capture_output=True, text=True, timeout=90, check=False, env=env
+    )
+
+
+def test_the_build_refuses_a_source_that_does_not_compile(tmp_path: Path) -> None:
+    good = tmp_path / "01_good.py"
+    good.write_text(HEADER + '\n# %% [markdown]\n# # Fine\n\n# %%\nprint("ok")\n', encoding="utf-8")
+    broken = tmp_path / "02_broken.py"
+    broken.write_text(
+        HEADER + "\n# %% [markdown]\n# # Title\n\n"  # lines 9-12
+        '# %% magic_args="--name x" language="agent"\n# prose is fine in an %%agent cell!\n\n'  # 13-15
+        "# %%\n# %agent model demo\ntotal = sum(\n    [1, 2\n",  # lines 16-19: "[" never closes
+        encoding="utf-8",
+    )
+    result = _run_build(str(good), str(broken))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "not built: 02_broken.py:19: '[' was never closed" in result.stderr  # file, line, why
+    assert "(cell 3: '[1, 2')" in result.stderr
+    assert not list(tmp_path.glob("*.ipynb")), "nothing is built when one source is broken"
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.kernel
+def test_the_build_executes_a_source_offline_into_a_stable_notebook(tmp_path: Path) -> None:
+    source = tmp_path / "01_tiny.py"
+    source.write_text(
+        HEADER + "\n# %% [markdown]\n# # Tiny\n\n"
+        '# %% tags=["nbval-check-output"]\nimport os\n\n\n'
+        "def key():\n"
+        '    return os.environ.get("OPENAI_API_KEY", "no key")\n\n\n'
+        '# %% tags=["nbval-ignore-output"]\nkey()\n',
+        encoding="utf-8",
+    )
+    env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key-0000"}
+    result = _run_build(str(source), env=env)
+    assert result.returncode == 0, result.stdout + result.stderr
+    nb = json.loads(source.with_suffix(".ipynb").read_text(encoding="utf-8"))
+    assert [cell["id"] for cell in nb["cells"]] == ["cell-01", "cell-02", "cell-03"]
+    assert [cell["metadata"] for cell in nb["cells"]] == [
+        {},
+        {"tags": ["nbval-check-output"]},
+        {"tags": ["nbval-ignore-output"]},
+    ]
+    assert "".join(nb["cells"][2]["outputs"][0]["data"]["text/plain"]) == "'no key'"  # executed, and offline
+    assert "widgets" not in nb["metadata"]
+    assert _drift(source, source.with_suffix(".ipynb")) is None
