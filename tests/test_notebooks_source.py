@@ -124,9 +124,10 @@ def test_the_build_refuses_a_source_that_does_not_compile(tmp_path: Path) -> Non
 def test_the_build_executes_a_source_offline_into_a_stable_notebook(tmp_path: Path) -> None:
     source = tmp_path / "01_tiny.py"
     source.write_text(
-        HEADER + "\n# %% [markdown]\n# # Tiny\n\n"
-        '# %% tags=["nbval-check-output"]\nimport os\n\n\n'
+        HEADER + "\n# %% [markdown]\n# # Tiny\n\n\n"  # two blank lines before a def: ruff's layout
+        '# %% tags=["nbval-check-output"]\n'
         "def key():\n"
+        "    import os\n\n"
         '    return os.environ.get("OPENAI_API_KEY", "no key")\n\n\n'
         '# %% tags=["nbval-ignore-output"]\nkey()\n',
         encoding="utf-8",
