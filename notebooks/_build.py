@@ -43,6 +43,7 @@ HERE = Path(__file__).resolve().parent
 SOURCES = "[0-9][0-9]_*.py"
 CELL_TIMEOUT_S = 120
 KERNEL = "python3"
+KERNELSPEC = {"name": KERNEL, "display_name": "Python 3 (ipykernel)", "language": "python"}
 CELL_MARKER = re.compile(r"^# %%( |$)")
 
 
@@ -76,6 +77,7 @@ def read(path: Path) -> Any:
             where = f"{path.name}:{line}" if line else f"{path.name}, cell {index + 1}, line {row}"
             text = (cell.source.splitlines()[row - 1 : row] or [""])[0].strip()
             raise SourceError(f"{where}: {error.msg} (cell {index + 1}: {text!r})") from None
+    nb.metadata.setdefault("kernelspec", dict(KERNELSPEC))  # a source may have no jupytext header
     for number, cell in enumerate(nb.cells, 1):
         cell.id = f"cell-{number:02d}"
         cell.metadata.pop("lines_to_next_cell", None)  # blank lines in the .py: layout, not content

@@ -8,8 +8,10 @@ refuses a source whose code does not compile before it starts any kernel.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,12 +19,14 @@ from typing import Any
 
 import jupytext
 import pytest
+from jupytext.config import load_jupytext_config
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BUILD = NOTEBOOKS / "_build.py"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
 LAYOUT_ONLY = {"lines_to_next_cell"}  # jupytext's record of blank lines in the .py, not content
+CONFIG = load_jupytext_config(str(NOTEBOOKS))  # notebooks/jupytext.toml: what %%agent is, as the build reads it
 
 
 def _cells(nb: Any) -> list[tuple[str, str, dict[str, Any]]]:
@@ -34,7 +38,7 @@ def _cells(nb: Any) -> list[tuple[str, str, dict[str, Any]]]:
 
 def _drift(source: Path, notebook: Path) -> str | None:
     """How ``notebook`` differs from what ``source`` builds (cells, their order, sources, tags), or None."""
-    built, stored = _cells(jupytext.read(source)), _cells(jupytext.read(notebook))
+    built, stored = _cells(jupytext.read(source, config=CONFIG)), _cells(jupytext.read(notebook))
     if len(built) != len(stored):
         return f"{len(built)} cells in {source.name}, {len(stored)} in {notebook.name}"
     for number, (want, have) in enumerate(zip(built, stored, strict=True), 1):
@@ -59,11 +63,13 @@ def test_the_notebook_matches_its_source(source: Path) -> None:
 
 
 @pytest.mark.parametrize("source", SOURCES, ids=lambda p: p.stem)
-def test_sources_are_percent_files_with_agent_cells_commented_out(source: Path) -> None:
+def test_sources_are_plain_python_with_agent_cells_commented_out(source: Path) -> None:
     text = source.read_text(encoding="utf-8")
-    assert "format_name: percent" in text
-    assert "custom_cell_magics: agent" in text  # so the .py is plain Python that ruff and mypy can read
-    assert "\n# %%agent" not in text
+    assert not re.search(r"^# %%agent", text, flags=re.MULTILINE), (
+        f"{source.name}: write an %%agent cell as '# %% language=\"agent\"' with its prompt commented; "
+        f"jupytext --to py:percent {source.name} -o {source.name} (in notebooks/) converts it"
+    )
+    ast.parse(text)  # so ruff lints and formats it like the rest of the code
 
 
 def test_a_hand_edit_on_either_side_is_caught(tmp_path: Path) -> None:
