@@ -38,6 +38,7 @@ import jupytext
 from IPython.core.inputtransformer2 import TransformerManager
 from jupytext.config import load_jupytext_config
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 HERE = Path(__file__).resolve().parent
 SOURCES = "[0-9][0-9]_*.py"
@@ -100,7 +101,9 @@ def this_interpreter_kernel() -> Iterator[None]:
                 os.environ["JUPYTER_PATH"] = previous
 
 
-async def _execute(path: Path, nb: Any, slots: asyncio.Semaphore) -> None:
+async def _execute(path: Path, nb: Any, slots: asyncio.Semaphore) -> bool:
+    """Execute ``nb`` and write it beside ``path``; a cell that raises (untagged) leaves the old file alone."""
+    name = path.with_suffix(".ipynb").name
     async with slots:
         started = time.perf_counter()
         client = NotebookClient(
@@ -111,14 +114,19 @@ async def _execute(path: Path, nb: Any, slots: asyncio.Semaphore) -> None:
             record_timing=False,
             store_widget_state=False,
         )
-        await client.async_execute(env=kernel_env())
+        try:
+            await client.async_execute(env=kernel_env())
+        except CellExecutionError as error:
+            print(f"{name} not built: a cell raised (tag it raises-exception if it should)\n{error}", file=sys.stderr)
+            return False
         jupytext.write(nb, path.with_suffix(".ipynb"), fmt="ipynb")
-        print(f"{path.with_suffix('.ipynb').name}: {len(nb.cells)} cells, {time.perf_counter() - started:.1f} s")
+        print(f"{name}: {len(nb.cells)} cells, {time.perf_counter() - started:.1f} s")
+        return True
 
 
-async def _build_all(notebooks: dict[Path, Any], jobs: int) -> None:
+async def _build_all(notebooks: dict[Path, Any], jobs: int) -> bool:
     slots = asyncio.Semaphore(jobs)
-    await asyncio.gather(*(_execute(path, nb, slots) for path, nb in notebooks.items()))
+    return all(await asyncio.gather(*(_execute(path, nb, slots) for path, nb in notebooks.items())))
 
 
 def sources(only: list[str]) -> list[Path]:
@@ -151,9 +159,11 @@ def main(argv: list[str]) -> int:
     notebooks = {path: read(path) for path in paths}
     started = time.perf_counter()
     with this_interpreter_kernel():
-        asyncio.run(_build_all(notebooks, max(1, args.jobs)))
-    print(f"{len(notebooks)} notebooks built in {time.perf_counter() - started:.1f} s")
-    return 0
+        built = asyncio.run(_build_all(notebooks, max(1, args.jobs)))
+    print(
+        f"{len(notebooks)} notebooks {'built' if built else 'executed, not all built,'} in {time.perf_counter() - started:.1f} s"
+    )
+    return 0 if built else 1
 
 
 if __name__ == "__main__":

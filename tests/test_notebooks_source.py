@@ -127,7 +127,7 @@ def test_the_build_refuses_a_source_that_does_not_compile(tmp_path: Path) -> Non
 
 
 @pytest.mark.kernel
-def test_the_build_executes_a_source_offline_into_a_stable_notebook(tmp_path: Path) -> None:
+def test_the_build_executes_sources_offline_into_stable_notebooks_and_names_a_failing_one(tmp_path: Path) -> None:
     source = tmp_path / "01_tiny.py"
     source.write_text(
         HEADER + "\n# %% [markdown]\n# # Tiny\n\n\n"  # two blank lines before a def: ruff's layout
@@ -138,9 +138,14 @@ def test_the_build_executes_a_source_offline_into_a_stable_notebook(tmp_path: Pa
         '# %% tags=["nbval-ignore-output"]\nkey()\n',
         encoding="utf-8",
     )
+    fails = tmp_path / "02_fails.py"
+    fails.write_text(HEADER + "\n# %%\n1 / 0\n", encoding="utf-8")
     env = {**os.environ, "OPENAI_API_KEY": "sk-test-not-a-real-key-0000"}
-    result = _run_build(str(source), env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
+    result = _run_build(str(source), str(fails), env=env)
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "02_fails.ipynb not built: a cell raised" in result.stderr
+    assert "ZeroDivisionError" in result.stderr
+    assert not fails.with_suffix(".ipynb").exists()
     nb = json.loads(source.with_suffix(".ipynb").read_text(encoding="utf-8"))
     assert [cell["id"] for cell in nb["cells"]] == ["cell-01", "cell-02", "cell-03"]
     assert [cell["metadata"] for cell in nb["cells"]] == [
