@@ -14,7 +14,9 @@ cells out), nbclient executes it, and the outputs are stored: nbval compares aga
 - the kernel is one of *this* interpreter, offline (every ``*_API_KEY`` variable removed) and with no
   tinyagents setting, exactly as ``./dev test`` runs nbval;
 - what would change on every build without meaning anything is left out: random cell ids become
-  ``cell-01``..., no timings, no widget state, no jupytext blank-line metadata.
+  ``cell-01``..., no timings, no widget state. jupytext's own cell metadata stays (``lines_to_next_cell``
+  records where the ``.py`` has other blank lines than jupytext would write): without it JupyterLab's
+  jupytext refuses to open a notebook that is newer than its ``.py``, which a build always leaves.
 """
 
 from __future__ import annotations
@@ -81,7 +83,6 @@ def read(path: Path) -> Any:
     nb.metadata.setdefault("kernelspec", dict(KERNELSPEC))  # a source may have no jupytext header
     for number, cell in enumerate(nb.cells, 1):
         cell.id = f"cell-{number:02d}"
-        cell.metadata.pop("lines_to_next_cell", None)  # blank lines in the .py: layout, not content
     return nb
 
 

@@ -9,6 +9,7 @@ refuses a source whose code does not compile before it starts any kernel.
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import os
 import re
@@ -25,15 +26,11 @@ ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = ROOT / "notebooks"
 BUILD = NOTEBOOKS / "_build.py"
 SOURCES = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.py"))
-LAYOUT_ONLY = {"lines_to_next_cell"}  # jupytext's record of blank lines in the .py, not content
 CONFIG = load_jupytext_config(str(NOTEBOOKS))  # notebooks/jupytext.toml: what %%agent is, as the build reads it
 
 
 def _cells(nb: Any) -> list[tuple[str, str, dict[str, Any]]]:
-    return [
-        (cell.cell_type, cell.source, {k: v for k, v in cell.metadata.items() if k not in LAYOUT_ONLY})
-        for cell in nb.cells
-    ]
+    return [(cell.cell_type, cell.source, dict(cell.metadata)) for cell in nb.cells]
 
 
 def _drift(source: Path, notebook: Path) -> str | None:
@@ -43,7 +40,13 @@ def _drift(source: Path, notebook: Path) -> str | None:
         return f"{len(built)} cells in {source.name}, {len(stored)} in {notebook.name}"
     for number, (want, have) in enumerate(zip(built, stored, strict=True), 1):
         if want != have:
-            field = "type" if want[0] != have[0] else "source" if want[1] != have[1] else "tags/metadata"
+            layout = {k: v for k, v in want[2].items() if k != "lines_to_next_cell"}
+            field = (
+                "type" if want[0] != have[0]
+                else "source" if want[1] != have[1]
+                else "blank lines after it" if layout == {k: v for k, v in have[2].items() if k != "lines_to_next_cell"}
+                else "tags/metadata"
+            )  # fmt: skip
             return f"cell {number} differs ({field}): {want[1][:60]!r} in the .py, {have[1][:60]!r} in the .ipynb"
     return None
 
@@ -78,6 +81,10 @@ def test_a_hand_edit_on_either_side_is_caught(tmp_path: Path) -> None:
     edited_py = tmp_path / source.name
     edited_py.write_text(source.read_text(encoding="utf-8").replace("# %load_ext tinyagents_nb", "# %load_ext other"))
     assert "cell 3 differs (source)" in (_drift(edited_py, notebook) or "")
+    edited_py.write_text(
+        source.read_text(encoding="utf-8").replace("\n\n# %% [markdown]\n# ## Load", "\n\n\n# %% [markdown]\n# ## Load")
+    )
+    assert "cell 1 differs (blank lines after it)" in (_drift(edited_py, notebook) or "")
 
     nb = json.loads(notebook.read_text(encoding="utf-8"))
     tagged = next(cell for cell in nb["cells"] if cell["metadata"].get("tags"))
@@ -89,6 +96,25 @@ def test_a_hand_edit_on_either_side_is_caught(tmp_path: Path) -> None:
     nb["cells"].pop()
     edited_nb.write_text(json.dumps(nb), encoding="utf-8")
     assert "cells in" in (_drift(source, edited_nb) or "")
+
+
+def test_jupyterlab_opens_each_notebook_though_it_is_newer_than_its_source(tmp_path: Path) -> None:
+    """JupyterLab with jupytext (the test environment has it) pairs the two files; a build leaves the
+    ``.ipynb`` newer than the ``.py``, and jupytext then refuses to open it unless both read the same."""
+    from jupyter_server.services.contents.largefilemanager import AsyncLargeFileManager
+    from jupytext.async_contentsmanager import build_async_jupytext_contents_manager_class
+
+    for path in [NOTEBOOKS / "jupytext.toml", *SOURCES, *(p.with_suffix(".ipynb") for p in SOURCES)]:
+        (tmp_path / path.name).write_bytes(path.read_bytes())
+    for source in SOURCES:
+        os.utime(tmp_path / source.name, (1_700_000_000, 1_700_000_000))  # the .ipynb is years newer
+    manager = build_async_jupytext_contents_manager_class(AsyncLargeFileManager)(root_dir=str(tmp_path))
+
+    async def open_all() -> list[int]:
+        return [len((await manager.get(p.with_suffix(".ipynb").name))["content"]["cells"]) for p in SOURCES]
+
+    opened = asyncio.run(open_all())
+    assert opened == [len(jupytext.read(p).cells) for p in SOURCES]
 
 
 HEADER = """# ---
@@ -149,7 +175,7 @@ def test_the_build_executes_sources_offline_into_stable_notebooks_and_names_a_fa
     nb = json.loads(source.with_suffix(".ipynb").read_text(encoding="utf-8"))
     assert [cell["id"] for cell in nb["cells"]] == ["cell-01", "cell-02", "cell-03"]
     assert [cell["metadata"] for cell in nb["cells"]] == [
-        {},
+        {"lines_to_next_cell": 2},  # jupytext's record of ruff's two blank lines before a def
         {"tags": ["nbval-check-output"]},
         {"tags": ["nbval-ignore-output"]},
     ]
