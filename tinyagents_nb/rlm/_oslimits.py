@@ -98,9 +98,13 @@ def limit_error(kind: str, limits: OSLimits, returncode: int | None) -> str:
     """What the model reads when a block hit a limit (the kernel is restarted after it)."""
     if kind == CPU_LIMIT:
         what = f"{kind}: the block used more than its {limits.cpu_seconds:g} s of CPU time (RLMLimits.cpu_seconds)"
+    elif returncode is None:
+        what = f"{kind}: the block needed more than the REPL's {limits.memory_mb:,} MB (RLMLimits.memory_mb)"
     else:
-        how = "" if returncode is None else f" (the kernel died: {_signal_name(-returncode)})"
-        what = f"{kind}: the block needed more than the REPL's {limits.memory_mb:,} MB (RLMLimits.memory_mb){how}"
+        what = (
+            f"{kind}: the REPL kernel died ({_signal_name(-returncode)}) under its {limits.memory_mb:,} MB limit "
+            "(RLMLimits.memory_mb), most likely by reaching it"
+        )
     return (
         f"[{what}; the REPL kernel was restarted: the context values are back, every other variable is lost. "
         "Work in smaller pieces.]\n"
