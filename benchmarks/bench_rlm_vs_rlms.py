@@ -147,6 +147,9 @@ def _rlms(scenario: str, base_url: str, quick: bool) -> dict[str, Any]:
         return execute_code(self, code)
 
     LocalREPL.execute_code = watched  # type: ignore[method-assign]
+    # a process started in the background inherits an ignored SIGINT (and Python then installs no
+    # KeyboardInterrupt handler): give it Ctrl+C as an interactive terminal would
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
     def make(model: str, **kw: Any) -> Any:
         return RLM(
@@ -262,12 +265,13 @@ def _report(results: dict[str, dict[str, dict[str, Any]]], quick: bool) -> None:
     for impl in IMPLEMENTATIONS:
         r = results[impl]
         ov, ba, st, me = r["overhead"], r["batch"], r["stop"], r["memory"]
+        missed = f" (Ctrl+C missed {st['missed']} time(s))" if st.get("missed") else ""
         line(
             f"{impl:<12} overhead {ov['wall_s'] / iterations * 1000:6.2f} ms/iteration wall, "
             f"{ov['cpu_s'] / iterations * 1000:6.2f} ms CPU | "
             f"batch 1,000 x 50 ms @16: {ba['wall_s']:5.2f} s (ideal {ideal:.3f} s, x{ba['wall_s'] / ideal:.2f}), "
             f"{ba['cpu_s'] / subcalls * 1000:.2f} ms CPU/sub-call | stop {st['stop_ms']:6.0f} ms"
-            f"{' (Ctrl+C missed %d time(s))' % st['missed'] if st.get('missed') else ''} | "
+            f"{missed} | "
             f"{'1' if quick else '10'} MB context: REPL peak {me['repl_peak_mib']:.0f} MiB, "
             f"harness peak {me['harness_peak_mib']:.0f} MiB (base {me['harness_base_mib']:.0f})"
         )

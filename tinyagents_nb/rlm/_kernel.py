@@ -301,6 +301,8 @@ class KernelEnvironment:
                 raise RLMError("this REPL kernel runs under another memory limit", hint="keep memory_mb for a session")
             _shutdown(self._state)  # a hard limit cannot be raised: a new kernel gets the new one
         self._ensure()
+        if self._state.pop("cpu_armed", False):  # the last run's per-block CPU limit must not cut this setup short
+            OSLimits(None, None).arm_cpu(_pid(self._state["km"]))
         self._load(prepared, port, token)
         self._run = (prepared, port, token)  # kept to load the values again after a restart
 
