@@ -16,7 +16,8 @@ figures differ only by the harness. Each (implementation, scenario) runs in a fr
   runs the REPL (``VmHWM``, printed by the block itself) and of the harness process.
 
 Implementations: ``ours-local`` (in-process REPL), ``ours-kernel`` (the default child kernel),
-``rlms-local`` (its default in-process REPL). Run alone: ``python -m benchmarks.bench_rlm_vs_rlms [--quick]``.
+``rlms-local`` (its default in-process REPL), ``rlms-kernel`` (its ``ipython`` environment with
+``kernel_mode="subprocess"``: a child ipykernel, started afresh for each ``completion()``). Run alone: ``python -m benchmarks.bench_rlm_vs_rlms [--quick]``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from typing import Any
 
 from benchmarks._common import header, line, package_version
 
-IMPLEMENTATIONS = ("ours-local", "ours-kernel", "rlms-local")
+IMPLEMENTATIONS = ("ours-local", "ours-kernel", "rlms-local", "rlms-kernel")
 SCENARIOS = ("overhead", "batch", "stop", "memory")
 SUB_DELAY_S = 0.05
 CONCURRENCY = 16
@@ -127,26 +128,35 @@ def _ours(impl: str, scenario: str, base_url: str, quick: bool) -> dict[str, Any
     return result
 
 
-def _rlms(scenario: str, base_url: str, quick: bool) -> dict[str, Any]:
+def _rlms(impl: str, scenario: str, base_url: str, quick: bool) -> dict[str, Any]:
     from rlm import RLM
+    from rlm.environments.ipython_repl import IPythonREPL
     from rlm.environments.local_repl import LocalREPL
     from rlm.utils.exceptions import CancellationError
 
+    kernel = impl == "rlms-kernel"
+    REPL: Any = IPythonREPL if kernel else LocalREPL
+
     # rlms 0.1.3 keeps on_iteration_start but never calls it: the block's start is seen by wrapping
     # the REPL's execute_code (a measuring hook only; the interrupt is the user's Ctrl+C)
-    execute_code = LocalREPL.execute_code
+    execute_code = REPL.execute_code
     sent: list[float] = []
 
     def interrupt() -> None:
         sent.append(time.perf_counter())
         os.kill(os.getpid(), signal.SIGINT)  # Ctrl+C: rlms has no other way to stop a run
 
+    printed: list[str] = []
+
     def watched(self: Any, code: str) -> Any:
         if "time.sleep(60)" in code:
             threading.Timer(0.5, interrupt).start()
-        return execute_code(self, code)
+        result = execute_code(self, code)
+        if "VmHWM" in result.stdout:
+            printed.append(result.stdout)
+        return result
 
-    LocalREPL.execute_code = watched  # type: ignore[method-assign]
+    REPL.execute_code = watched
     # a process started in the background inherits an ignored SIGINT (and Python then installs no
     # KeyboardInterrupt handler): give it Ctrl+C as an interactive terminal would
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -157,7 +167,8 @@ def _rlms(scenario: str, base_url: str, quick: bool) -> dict[str, Any]:
             backend_kwargs={"model_name": f"root-{model}", "base_url": base_url, "api_key": "bench"},
             other_backends=["openai"],
             other_backend_kwargs=[{"model_name": "sub", "base_url": base_url, "api_key": "bench"}],
-            environment="local",
+            environment="ipython" if kernel else "local",
+            environment_kwargs={"kernel_mode": "subprocess"} if kernel else None,
             max_iterations=30,
             **kw,
         )
@@ -191,7 +202,8 @@ def _rlms(scenario: str, base_url: str, quick: bool) -> dict[str, Any]:
         out = make("memory").completion(text, root_prompt="Find the needle.")
         assert out.response == "done", out.response
         peak = _rss_peak_mib()
-        result = {"harness_peak_mib": peak, "harness_base_mib": base, "repl_peak_mib": peak}
+        repl = _vmhwm(printed) if kernel else peak  # the block printed its process's peak
+        result = {"harness_peak_mib": peak, "harness_base_mib": base, "repl_peak_mib": repl}
     return result
 
 
@@ -233,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         if impl.startswith("ours"):
             result = _ours(impl, scenario, base_url, args.quick)
         else:
-            result = _rlms(scenario, base_url, args.quick)
+            result = _rlms(impl, scenario, base_url, args.quick)
         print(json.dumps(result), flush=True)
         return 0
     header(f"RLM side by side: TinyAgents-NB vs rlms {package_version('rlms')} (scripted 127.0.0.1 server)")
