@@ -95,3 +95,18 @@ def test_limits_are_checked_and_refused_for_the_in_process_repl() -> None:
     rlm = RLM(model=ScriptedModel([]), environment="local", limits=RLMLimits(cpu_seconds=5))
     with pytest.raises(ConfigurationError, match="child kernel"):
         rlm.prepare("Go.", {})
+
+
+async def test_a_kernel_under_a_memory_limit_is_replaced_for_a_run_without_one(limited: KernelEnvironment) -> None:
+    probe = "import os, resource\nprint(os.getpid(), resource.getrlimit(resource.RLIMIT_DATA)[1])"
+    _, before = await run_blocks(limited, probe)
+    pid, hard = before[0].output.split()
+    assert int(hard) == 800 << 20
+    outputs: list[RLMOutput] = []
+    ctx = RunContext()
+    ctx.events.add_listener(lambda offset, event: outputs.append(event) if isinstance(event, RLMOutput) else None)
+    model = ScriptedModel([py(probe), py("FINAL('done')")])
+    await RLM(model=model, environment=limited).invoke_in_context(ctx, "Go.", context={})
+    new_pid, new_hard = outputs[0].output.split()
+    assert new_pid != pid  # a hard limit cannot be raised: a new kernel
+    assert int(new_hard) == -1  # RLIM_INFINITY
