@@ -20,7 +20,7 @@ BENCHMARKS = (
     "overhead", "cancel", "stream", "context", "memory", "adapters", "mcp", "rlm", "sanitise", "map", "notebook",
     "browser", "otel", "budget", "nbaccess", "durable",
 )  # fmt: skip
-OPT_IN = ("realserver",)  # needs the llama-server ./dev test builds: run by name only
+OPT_IN = ("realserver", "rlm_vs_rlms", "rlm_transport")  # by name only: llama-server; rlms (bench extra); 1 GB
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -56,6 +56,12 @@ class RLMLimits:
             children at 1; ``rlm_query`` from a run at ``max_depth`` is refused (the REPL gets
             ``RLMCallError``). ``0`` turns ``rlm_query`` off. The harness holds the depth, so code in
             the REPL cannot raise it.
+        memory_mb: The child kernel's memory (``RLIMIT_DATA``: its heap and anonymous memory; the
+            kernel itself takes 150-250 MB of it). A block that needs more gets
+            ``MemoryLimitExceeded`` and the kernel is restarted. Child kernel only, Linux.
+        cpu_seconds: CPU time one block may use in the child kernel (``RLIMIT_CPU``, every thread
+            counted); past it the kernel is ended with ``SIGXCPU``, the block gets
+            ``CPULimitExceeded`` and the kernel is restarted. Child kernel only, Linux.
     """
 
     max_iterations: int = 20
@@ -66,6 +72,8 @@ class RLMLimits:
     max_consecutive_errors: int = 5
     nudges: int = 1
     max_depth: int = 1
+    memory_mb: int | None = None
+    cpu_seconds: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("max_iterations", "max_output_chars", "max_sub_queries", "max_concurrency"):
@@ -78,3 +86,7 @@ class RLMLimits:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ConfigurationError(f"RLMLimits.{name} must be an int >= 0, got {value!r}")
+        for name in ("memory_mb", "cpu_seconds"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value <= 0):
+                raise ConfigurationError(f"RLMLimits.{name} must be an int > 0 or None, got {value!r}")

@@ -18,7 +18,15 @@ import threading
 from collections.abc import Callable, Iterable, MutableMapping
 from typing import Any
 
-__all__ = ["RLMCallError", "bound_write", "cap_output", "hook_after_blocks", "install", "socket_transport"]
+__all__ = [
+    "RLMCallError",
+    "bound_write",
+    "cap_output",
+    "hook_after_blocks",
+    "install",
+    "load_arrow",
+    "socket_transport",
+]
 
 Transport = Callable[[dict[str, Any]], dict[str, Any]]
 
@@ -209,6 +217,22 @@ def socket_transport(port: int, token: str) -> Transport:
         return reply
 
     return call
+
+
+def load_arrow(kind: str, path: str) -> Any:
+    """In the child kernel: one value from the Arrow IPC file the harness wrote (``_transport``).
+
+    The file is memory-mapped, never read into a ``bytes``: a DataFrame or an array is built from
+    the mapping into memory of its own (so it is writable, and the file can go), a table stays a
+    zero-copy view of the mapping (removing the file does not unmap it).
+    """
+    import pyarrow as pa  # the kernel's interpreter needs it only when a large value came this way
+
+    source = pa.memory_map(path)
+    if kind == "ndarray":
+        return pa.ipc.read_tensor(source).to_numpy().copy()
+    table = pa.ipc.open_file(source).read_all()
+    return table if kind == "table" else table.to_pandas()
 
 
 def bound_write(text: str, room: int, tail: str, tail_limit: int) -> tuple[str, int, str]:

@@ -2,7 +2,8 @@
 
 The kernel is started lazily from the session's own interpreter (``sys.executable``, so it has the
 same packages), reused across runs (each run resets its namespace) and restarted when it dies.
-Values are copied in with pickle through a private temporary file. All ZeroMQ traffic happens on
+Values are copied in through private temporary files: pickled, or as Arrow IPC for large tables
+and arrays (``_transport``). Memory and CPU-time limits are OS limits on the kernel (``_oslimits``). All ZeroMQ traffic happens on
 one worker thread owned by the environment (ZeroMQ sockets are not thread-safe, and a blocking
 client does not care which event loop a run uses); the run's loop only awaits that thread.
 
@@ -51,6 +52,8 @@ from ._environment import (
     check_names,
     trim_traceback,
 )
+from ._oslimits import OSLimits, limit_error
+from ._transport import ARROW_MIN_BYTES, PreparedValues, pack_values
 
 if TYPE_CHECKING:
     from ._bridge import SubQueries
@@ -104,7 +107,7 @@ _RESET = """\
 get_ipython().run_line_magic("reset", "-f")
 """
 _SETUP = """\
-def __rlm_setup(path, port, token, source):
+def __rlm_setup(path, arrow, port, token, source):
     import json, os, pickle
     ns = get_ipython().user_ns
     helpers = {{"__name__": "tinyagents_rlm_helpers"}}
@@ -118,13 +121,30 @@ def __rlm_setup(path, port, token, source):
             ns[name] = pickle.loads(blob)
         except Exception as exc:
             failed[name] = f"{{type(exc).__name__}}: {{exc}}"
+        del blob
+    del blobs
+    for name, (kind, file) in arrow.items():
+        try:
+            ns[name] = helpers["load_arrow"](kind, file)
+        except Exception as exc:
+            failed[name] = f"{{type(exc).__name__}}: {{exc}}"
     after_block = helpers["install"](ns, helpers["socket_transport"](port, token))
     helpers["hook_after_blocks"](get_ipython(), after_block)
     helpers["cap_output"](get_ipython(), {head!r}, {tail!r})
     print(json.dumps(failed))
-__rlm_setup({path!r}, {port!r}, {token!r}, {source!r})
+__rlm_setup({path!r}, {arrow!r}, {port!r}, {token!r}, {source!r})
 del __rlm_setup
 """
+
+
+def _pid(km: Any) -> int:
+    return int(km.provisioner.pid)
+
+
+def _returncode(km: Any) -> int | None:
+    """The kernel process's exit status once it ended (negative: the signal that ended it)."""
+    process = getattr(getattr(km, "provisioner", None), "process", None)
+    return None if process is None else process.poll()
 
 
 def _absorb(msg: dict[str, Any], parts: BoundedOutput) -> str | None:
@@ -149,20 +169,32 @@ class KernelEnvironment:
         python: The interpreter to start the kernel with (default: this one).
         startup_timeout_s: How long the kernel may take to answer its first request.
         interrupt_grace_s: How long an interrupted block may take to stop before the kernel is restarted.
+        arrow_min_bytes: DataFrames, numeric arrays and Arrow tables at least this large (in memory)
+            are copied in as Arrow IPC when ``pyarrow`` is installed (extra ``[rlm]``, in the
+            kernel's interpreter too); ``None``: always pickle.
     """
 
     name = "kernel"
 
     def __init__(
-        self, *, python: str | None = None, startup_timeout_s: float = 60.0, interrupt_grace_s: float = 1.0
+        self,
+        *,
+        python: str | None = None,
+        startup_timeout_s: float = 60.0,
+        interrupt_grace_s: float = 1.0,
+        arrow_min_bytes: int | None = ARROW_MIN_BYTES,
     ) -> None:
         self.python = python or sys.executable
         self.startup_timeout_s = startup_timeout_s
         self.interrupt_grace_s = interrupt_grace_s
+        self.arrow_min_bytes = arrow_min_bytes
+        self.transport: dict[str, str] = {}
+        """How the last run's values were copied in, by name: ``"pickle"`` or ``"arrow"``."""
         self._state: dict[str, Any] = {}
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tinyagents-rlm-kernel")
         self._busy = threading.Lock()
-        self._run: tuple[dict[str, bytes], int, str] | None = None
+        self._run: tuple[PreparedValues, int, str] | None = None
+        self._limits = OSLimits(None, None)
         self._bridge: Any = None
         self.restarts = 0
         self.keep_namespace = False
@@ -199,6 +231,8 @@ class KernelEnvironment:
             self._state["kc"] = kc
             kc.start_channels()
             kc.wait_for_ready(timeout=self.startup_timeout_s)
+            self._limits.apply_at_start(_pid(km))
+            self._state["memory_mb"] = self._limits.memory_mb
         except Exception as exc:
             tail = log.read_text(errors="replace")[-300:].strip() if log.exists() else ""
             _shutdown(self._state)
@@ -224,56 +258,70 @@ class KernelEnvironment:
         failed: dict[str, str] = json.loads(lines[-1])
         if failed:
             name, why = next(iter(failed.items()))
+            hint = (
+                "values whose class is defined in the notebook cannot be unpickled in the child; "
+                "use the in-process environment (--rlm local) or plain data"
+            )
+            if "MemoryError" in why:
+                hint = "the value does not fit in the kernel's RLMLimits.memory_mb: raise it, or pass less"
+            elif "pyarrow" in why:
+                hint = f"install pyarrow for {self.python} (tinyagents-nb[rlm]), or KernelEnvironment(arrow_min_bytes=None)"
             raise ContextValueError(
-                name,
-                f"context value {name!r} could not be loaded in the REPL kernel: {why}",
-                hint="values whose class is defined in the notebook cannot be unpickled in the child; "
-                "use the in-process environment (--rlm local) or plain data",
+                name, f"context value {name!r} could not be loaded in the REPL kernel: {why}", hint=hint
             )
 
     # ------------------------------------------------------------------ Environment
-    def prepare_values(self, values: Mapping[str, Any]) -> dict[str, bytes]:
-        """Pickle each value now, so an unpicklable one is a one-line error before the run starts."""
+    def prepare_values(self, values: Mapping[str, Any]) -> PreparedValues:
+        """Serialize each value now (pickle, or Arrow for a large table), so a bad one fails before the run."""
         check_names(values)
-        blobs: dict[str, bytes] = {}
-        for name, value in values.items():
-            try:
-                blobs[name] = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
-            except Exception as exc:
-                raise ContextValueError(
-                    name,
-                    f"context value {name!r} ({type(value).__name__}) cannot be copied into the REPL kernel: "
-                    f"{type(exc).__name__}: {exc}",
-                    hint="use the in-process environment (--rlm local / environment='local') or pass plain data",
-                ) from None
-        return blobs
+        return pack_values(values, arrow_min_bytes=self.arrow_min_bytes)
 
     async def start_run(self, prepared: Any, queries: SubQueries) -> None:
         if not self._busy.acquire(blocking=False):
             raise RLMError("this RLM kernel is busy with another run", hint="wait for it, or give the RLM its own")
         try:
+            limits = OSLimits.of(getattr(queries, "limits", None))
+            limits.check_platform()
             bridge = BridgeServer(queries)
             await bridge.start()
             self._bridge = bridge
-            await self._call(self._begin, prepared, bridge.port, bridge.token)
+            await self._call(self._begin, prepared, bridge.port, bridge.token, limits)
         except BaseException:
             await self.end_run()
+            if isinstance(prepared, PreparedValues):
+                prepared.cleanup()
             raise
 
-    def _begin(self, blobs: dict[str, bytes], port: int, token: str) -> None:
+    def _begin(self, prepared: PreparedValues, port: int, token: str, limits: OSLimits) -> None:
         self._run = None
+        self.transport = dict(prepared.transport)
+        self._limits = limits
+        if self._state.get("memory_mb") != limits.memory_mb and self.started:
+            if self.keep_namespace:  # a session's variables would be lost without a word
+                raise RLMError("this REPL kernel runs under another memory limit", hint="keep memory_mb for a session")
+            _shutdown(self._state)  # a hard limit cannot be raised: a new kernel gets the new one
         self._ensure()
-        self._load(blobs, port, token)
-        self._run = (blobs, port, token)  # kept to load the values again after a restart
+        if self._state.pop("cpu_armed", False):  # the last run's per-block CPU limit must not cut this setup short
+            OSLimits(None, None).arm_cpu(_pid(self._state["km"]))
+        self._load(prepared, port, token)
+        self._run = (prepared, port, token)  # kept to load the values again after a restart
 
-    def _load(self, blobs: dict[str, bytes], port: int, token: str) -> None:
-        """Reset the namespace, install the helpers and unpickle the values (via a private temp file)."""
+    def _load(self, prepared: PreparedValues, port: int, token: str) -> None:
+        """Reset the namespace, install the helpers and load the values (via private temp files)."""
         fd, path = tempfile.mkstemp(prefix="values-", suffix=".pickle", dir=self._state["dir"])
         with os.fdopen(fd, "wb") as f:
-            pickle.dump(blobs, f, protocol=pickle.HIGHEST_PROTOCOL)
+            pickle.dump(prepared.blobs, f, protocol=pickle.HIGHEST_PROTOCOL)
         try:
             source = inspect.getsource(_helpers)
-            setup = _SETUP.format(path=path, port=port, token=token, source=source, head=OUTPUT_HEAD, tail=OUTPUT_TAIL)
+            setup = _SETUP.format(
+                path=path,
+                arrow=prepared.files,
+                port=port,
+                token=token,
+                source=source,
+                head=OUTPUT_HEAD,
+                tail=OUTPUT_TAIL,
+            )
             self._run_setup(("" if self.keep_namespace else _RESET) + setup)
         finally:
             with contextlib.suppress(FileNotFoundError):
@@ -302,7 +350,20 @@ class KernelEnvironment:
             return ExecutionResult(
                 output="[the REPL kernel is gone and could not be restarted]\n", error_type="KernelDied"
             )
+        limits, km = self._limits, self._state["km"]
+        if limits.cpu_seconds is not None or self._state.get("cpu_armed"):
+            limits.arm_cpu(_pid(km))
+            self._state["cpu_armed"] = limits.cpu_seconds is not None
         result = self._execute(code, timeout_s, should_stop)
+        hit = limits.classify(result.error_type, _returncode(km)) if limits.any and result.stopped is None else None
+        if hit is not None:  # the kernel is restarted whether it died or raised: its state is suspect
+            note += limit_error(hit, limits, _returncode(km))
+            self._shutdown_for_restart()
+            if self._run is not None:
+                self._restore()
+            return ExecutionResult(
+                output=result.output + note, error_type=hit, stopped=result.stopped, duration_s=result.duration_s
+            )
         if not note:
             return result
         return ExecutionResult(
@@ -311,6 +372,10 @@ class KernelEnvironment:
             stopped=result.stopped,
             duration_s=result.duration_s,
         )
+
+    def _shutdown_for_restart(self) -> None:
+        with contextlib.suppress(Exception):
+            _shutdown(self._state)
 
     def _restore(self) -> None:
         """Restart the kernel and load the run's values and helpers again."""
@@ -370,6 +435,8 @@ class KernelEnvironment:
         self._bridge = None
         if bridge is not None:
             await bridge.close()
+        if self._run is not None:
+            self._run[0].cleanup()  # the Arrow files: no restart will read them again
         self._run = None
         if self._busy.locked():
             self._busy.release()

@@ -44,7 +44,10 @@ def child_factory(environment: Environment) -> Callable[[], Environment] | None:
     if isinstance(environment, KernelEnvironment):
         env = environment
         return lambda: KernelEnvironment(
-            python=env.python, startup_timeout_s=env.startup_timeout_s, interrupt_grace_s=env.interrupt_grace_s
+            python=env.python,
+            startup_timeout_s=env.startup_timeout_s,
+            interrupt_grace_s=env.interrupt_grace_s,
+            arrow_min_bytes=env.arrow_min_bytes,
         )
     return None
 

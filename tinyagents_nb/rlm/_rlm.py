@@ -146,6 +146,11 @@ class RLM:
     ) -> tuple[AgentHarness[Any], list[Message]]:
         if not task.strip():
             raise ConfigurationError("the RLM task is empty", hint="say what to compute over the context values")
+        if isinstance(environment, LocalEnvironment) and (self.limits.memory_mb or self.limits.cpu_seconds):
+            raise ConfigurationError(
+                "RLMLimits.memory_mb and cpu_seconds limit the child kernel; the in-process REPL cannot have them",
+                hint="use environment='kernel', or leave them unset",
+            )
         state = RLMRunState(
             environment=environment,
             prepared=environment.prepare_values(values),
