@@ -291,3 +291,45 @@ def test_a_background_run_lists_its_proposals_in_the_record_instead_of_a_payload
     nb.execute("%agent wait")
     assert nb.value("[p.inserted for p in get_session().notebook.proposed(bp1.run_id)]") == [False]
     assert nb.value("'late' in globals()") is False
+
+
+TINY_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
+VISION = """
+from tinyagents_nb.harness import ModelProfile
+def vision_model(name, *calls, vision=True):
+    steps = [
+        ScriptedModel.tool_calls([ToolCall(id=f"{name}{i}", name=tool, arguments=args)])
+        for i, (tool, args) in enumerate(calls)
+    ]
+    profile = ModelProfile(name=name, provider="test", supports_vision=vision)
+    model = ScriptedModel([*steps, "done"], model_name=name, profile=profile)
+    get_session().register_model(name, model)
+    return model
+
+def image_parts(model):
+    last = model.requests[-1].messages
+    return [(m.name, b.url) for m in last if type(m).__name__ == "ToolMessage" for b in m.blocks]
+"""
+
+
+def test_a_displayed_png_reaches_a_vision_models_request_as_an_image_part(nb: KernelHarness) -> None:
+    nb.execute(VISION)
+    shown = nb.execute(
+        f"import base64\nfrom IPython.display import Image, display\nTINY = base64.b64decode({TINY_PNG!r})\n"
+        "display(Image(data=TINY))"
+    )
+    assert shown.status == "ok", shown.error
+    calls = (("notebook_cells", {"last": 2}), ("run_code", {"code": "display(Image(data=TINY))\nImage(data=TINY)"}))
+    nb.execute(f"vis = vision_model('vis', *{calls!r})\nblind = vision_model('blind', *{calls!r}, vision=False)")
+    assert nb.execute("%%agent --model vis --name vis1 --access auto\nlook at my plot").status == "ok"
+    url = f"data:image/png;base64,{TINY_PNG}"
+    assert nb.value("image_parts(vis)") == [["notebook_cells", url], ["run_code", url], ["run_code", url]]
+    cells, ran = tool_results(nb, "vis1")
+    assert "[image/png image, " in cells
+    assert "1 image from the notebook follow" in cells
+    assert "2 images from the notebook follow" in ran
+    assert nb.execute("%%agent --model blind --name blind1 --access auto\nlook at my plot").status == "ok"
+    assert nb.value("image_parts(blind)") == []  # the text only: the harness left the images out
+    ran_blind = nb.value("[m for m in blind.requests[-1].messages if type(m).__name__ == 'ToolMessage'][-1].text")
+    assert "2 images left out: this model does not accept images" in ran_blind
+    assert nb.value("len([m for m in blind1.outcome.messages if type(m).__name__ == 'ToolMessage'][-1].blocks)") == 2
