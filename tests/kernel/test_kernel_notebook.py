@@ -333,3 +333,28 @@ def test_a_displayed_png_reaches_a_vision_models_request_as_an_image_part(nb: Ke
     ran_blind = nb.value("[m for m in blind.requests[-1].messages if type(m).__name__ == 'ToolMessage'][-1].text")
     assert "2 images left out: this model does not accept images" in ran_blind
     assert nb.value("len([m for m in blind1.outcome.messages if type(m).__name__ == 'ToolMessage'][-1].blocks)") == 2
+
+
+def test_the_stop_button_stops_run_code_in_a_long_sleep_within_a_second(nb: KernelHarness) -> None:
+    """On ipykernel 7 the click is heard on the shell channel thread while the code holds the main thread."""
+    if nb.version.startswith("6."):
+        pytest.skip("ipykernel 6 reads clicks on the main thread: ■ or a timeout stops run_code (documented)")
+    code = (
+        "import time\ntry:\n    time.sleep(60)\nexcept KeyboardInterrupt:\n    stopped_at = time.monotonic()\n    raise"
+    )
+    script(nb, "sb", ("run_code", {"code": code + "\nafter_stop_click = True"}))
+    cell = LiveCell(nb, "%%agent --model sb --name sb1 --access auto\nsleep")
+    assert cell.pump(lambda c: any(s.get("description") == "Stop" for s in c.models.values()))
+    stop = cell.widget("ButtonModel", description="Stop")
+    time.sleep(2.5)  # the agent's code is sleeping on the main thread by now
+    pressed = time.monotonic()  # CLOCK_MONOTONIC: the kernel's process reads the same clock
+    nb.click(stop)
+    result = cell.finish(timeout=30)
+    assert time.monotonic() - pressed < 10  # the whole cell: the run ends and leaves its record
+    assert result.status == "ok", result.error
+    assert nb.value("stopped_at") - pressed < 1.0  # the agent's code was interrupted within a second
+    assert nb.value("sb1.status") == "cancelled"
+    assert nb.value("'after_stop_click' in globals()") is False
+    (stopped,) = tool_results(nb, "sb1")
+    assert "interrupted: the run was stopped" in stopped
+    assert nb.execute("import time; time.sleep(0.3); print('next cell runs')").stdout.strip() == "next cell runs"

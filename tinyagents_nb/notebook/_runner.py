@@ -128,7 +128,13 @@ class MainThreadRunner:
         except RuntimeError:  # plain IPython: only a waiting cell's drain runs the jobs
             self._loop = None
         self._counter = 0
+        self._running: _Job | None = None
         self.ran = 0
+
+    @property
+    def busy(self) -> bool:
+        """Whether the main thread is executing the agent's code right now (any thread may ask)."""
+        return self._running is not None
 
     def drain(self) -> None:
         """Run every queued job now (main thread only; elsewhere it does nothing)."""
@@ -220,6 +226,13 @@ class MainThreadRunner:
     # ------------------------------------------------------------------ the job (main thread)
     def _run(self, job: _Job) -> None:
         job.started = True
+        self._running = job
+        try:
+            self._run_job(job)
+        finally:
+            self._running = None
+
+    def _run_job(self, job: _Job) -> None:
         buffer = io.StringIO()
         started = time.monotonic()
         error_type: str | None = None
