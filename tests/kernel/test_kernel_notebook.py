@@ -358,3 +358,25 @@ def test_the_stop_button_stops_run_code_in_a_long_sleep_within_a_second(nb: Kern
     (stopped,) = tool_results(nb, "sb1")
     assert "interrupted: the run was stopped" in stopped
     assert nb.execute("import time; time.sleep(0.3); print('next cell runs')").stdout.strip() == "next cell runs"
+
+
+@pytest.mark.parametrize("command", ["fix", "explain"])
+def test_agent_fix_and_explain_keep_their_stop_button_live(nb: KernelHarness, command: str) -> None:
+    """On ipykernel 7 their line awaits (as a ``%%agent`` cell does); on 6 the waiting line pumps the kernel."""
+    assert nb.execute("missing_name_for_fix + 1").status == "error"
+    nb.execute(
+        "from tinyagents_nb.harness.testkit import StreamingMock\n"
+        "get_session().register_model('slowfix', StreamingMock([f'word{i} ' for i in range(600)], chunk_delay_s=0.05))\n"
+        "%agent model slowfix"
+    )
+    cell = LiveCell(nb, f"%agent {command}")
+    assert cell.pump(lambda c: "word5" in c.html()), "the run never streamed"
+    stop = cell.widget("ButtonModel", description="Stop")
+    assert not cell.models[stop].get("disabled"), "Stop is disabled: the clicks are said not to reach this line"
+    clicked = time.monotonic()
+    nb.click(stop)
+    assert cell.pump(lambda c: "cancelled" in c.markdown() or "cancelled" in c.html(), timeout=10)
+    assert time.monotonic() - clicked < 2.0
+    assert cell.finish().status == "ok"
+    assert nb.value("_agent.outcome.error.reason") == "stop button"
+    nb.execute("%agent model offline-demo")
