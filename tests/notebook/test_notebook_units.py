@@ -255,3 +255,23 @@ def test_the_runner_returns_the_images_the_code_displayed() -> None:
     assert result.error_type is None, result.output
     assert "[image/png image, " in result.output
     assert shown == [NotebookImage("image/png", PNG)]
+
+
+def test_the_read_tools_add_few_tokens_to_every_request() -> None:
+    """``read`` is the default, so its four schemas ride on every request: keep them compact (about 219
+    tokens with gpt-4o's tokenizer, down from 258; ``benchmarks/bench_nbaccess.py`` prints the count)."""
+    import json
+
+    from tinyagents_nb.notebook import NotebookAccess, notebook_tools
+
+    access = NotebookAccess(InteractiveShell.instance())
+    try:
+        tools = notebook_tools(access, "read", insert_cells=False)
+    finally:
+        access.close()
+    sizes = {
+        t.name: len(json.dumps({"name": t.name, "description": t.description, "parameters": t.schema.parameters}))
+        for t in tools
+    }
+    assert sum(sizes.values()) <= 1_000, sizes  # 944 JSON characters today; the wordier first version had about 1,120
+    assert all(t.description.endswith(".") and len(t.description) <= 80 for t in tools)

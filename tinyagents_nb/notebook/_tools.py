@@ -106,7 +106,7 @@ class _Tools:
         return ToolResult(text=text + note, blocks=blocks)
 
     def notebook_variables(self, report: ToolReporter) -> str:
-        """List the notebook's variables: name, type, shape or length, approximate memory; DataFrame columns.
+        """List the notebook's variables: type, shape, size; DataFrame columns.
 
         Args:
             report: Injected by the run (not a model argument).
@@ -117,10 +117,10 @@ class _Tools:
         return self._out(text, "kernel variables")
 
     def inspect_variable(self, name: str, report: ToolReporter) -> str:
-        """Describe one notebook variable (bounded): a DataFrame's dtypes, nulls, head and describe(); a value's repr.
+        """Describe one variable (DataFrame: dtypes, nulls, head, describe()).
 
         Args:
-            name: The variable's name.
+            name: Variable name.
             report: Injected by the run (not a model argument).
         """
         ns, hidden = self._namespace()
@@ -154,11 +154,11 @@ class _Tools:
         return entries[-last:]
 
     def notebook_cells(self, report: ToolReporter, last: int = 5) -> str | ToolResult:
-        """Read the most recent executed cells, in order: source, results, printed output, errors.
+        """Recent executed cells: source, outputs, errors.
 
         Args:
             report: Injected by the run (not a model argument).
-            last: How many recent cells (1 to 50).
+            last: How many (1-50).
         """
         chosen = self._recent(max(1, min(int(last), 50)))
         _summary(report, f"read the last {len(chosen)} cell{'s' if len(chosen) != 1 else ''}")
@@ -178,7 +178,7 @@ class _Tools:
         return self._with_images(self._out("\n\n".join(reversed(pieces)), "executed cells"), images)
 
     def last_error(self, report: ToolReporter) -> str | ToolResult:
-        """The newest error raised in the notebook: its traceback (trimmed) and the source of its cell.
+        """The newest traceback and its cell's source.
 
         Args:
             report: Injected by the run (not a model argument).
@@ -193,10 +193,10 @@ class _Tools:
         return self._with_images(self._out(text + f"traceback:\n{entry.error}", "last error"), entry.images)
 
     async def run_code(self, code: str, ctx: RunContext[Any], report: ToolReporter) -> str | ToolResult:
-        """Run Python code in the person's kernel, in their namespace (variables persist); returns its output.
+        """Run Python in the person's kernel namespace (variables persist); returns the output.
 
         Args:
-            code: The code, as a notebook cell (the last expression's value is shown).
+            code: Cell code; the last expression's value is shown.
             ctx: Injected by the run (not a model argument).
             report: Injected by the run (not a model argument).
         """
@@ -218,13 +218,13 @@ class _Tools:
         return self._with_images(text, images)
 
     def propose_cell(self, code: str, ctx: RunContext[Any], report: ToolReporter, note: str = "") -> str:
-        """Put a new code cell below the current one for the person to review and run (it does not run it).
+        """Add a code cell below for the person to review and run (not run).
 
         Args:
             code: The cell's code.
             ctx: Injected by the run (not a model argument).
             report: Injected by the run (not a model argument).
-            note: One sentence on what the cell does, for the person.
+            note: One sentence for the person.
         """
         shell = self.shell
         inserted = self.insert_cells and getattr(shell, "payload_manager", None) is not None
