@@ -59,10 +59,8 @@ def _block_text(block: object) -> str | None:
 
 
 def _image_part(block: ImageRef) -> dict[str, Any]:
-    image: dict[str, Any] = {"url": block.url}
-    if block.detail is not None:
-        image["detail"] = block.detail
-    return {"type": "image_url", "image_url": image}
+    detail = {} if block.detail is None else {"detail": block.detail}
+    return {"type": "image_url", "image_url": {"url": block.url, **detail}}
 
 
 def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
@@ -89,18 +87,14 @@ def _tool_call_payload(call: ToolCall) -> dict[str, Any]:
 def _tool_images(message: ToolMessage) -> list[dict[str, Any]]:
     """The image parts of a tool result, headed by a line naming the call they answer."""
     images = [_image_part(block) for block in message.blocks if isinstance(block, ImageRef)]
-    if not images:
-        return []
     head = f"The image{'s' if len(images) > 1 else ''} returned by tool call {message.tool_call_id} ({message.name}):"
-    return [{"type": "text", "text": head}, *images]
+    return [{"type": "text", "text": head}, *images] if images else []
 
 
 def messages_payload(messages: Sequence[Message], *, send_names: bool = True) -> list[dict[str, Any]]:
     """Our transcript as Chat Completions ``messages``; reasoning is never sent back.
 
-    A ``tool`` message holds text only, so the images of tool results travel in one ``user`` message
-    right after the run of tool messages they belong to (each call's images headed by its id), the way
-    OpenAI's vision guide passes images a tool produced.
+    A ``tool`` message holds text only: tool results' images follow their turn's tool messages in one ``user`` message.
     """
     out: list[dict[str, Any]] = []
     images: list[dict[str, Any]] = []
