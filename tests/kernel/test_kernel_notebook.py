@@ -13,6 +13,7 @@ import time
 
 import pytest
 
+from tests.harness.replay_server import ReplayServer, sse_text_chunks, sse_tool_call_chunks
 from tests.kernel._kernel import KernelHarness, LiveCell
 
 pytestmark = [pytest.mark.kernel, pytest.mark.timeout(240)]
@@ -384,8 +385,6 @@ def test_agent_fix_and_explain_keep_their_stop_button_live(nb: KernelHarness, co
 
 def test_the_png_reaches_the_openai_wire_as_an_image_part_after_the_tool_message(nb: KernelHarness) -> None:
     """The same PNG, end to end: a real ``OpenAIChatModel`` in the kernel, a 127.0.0.1 replay server here."""
-    from tests.harness.replay_server import ReplayServer, sse_text_chunks, sse_tool_call_chunks
-
     server = ReplayServer().start()
     try:
         server.enqueue(200, sse_tool_call_chunks([("call_png", "notebook_cells", ['{"last": 3}'])]))
