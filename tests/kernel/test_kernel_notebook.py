@@ -3,7 +3,10 @@
 The agent lists variables and inspects a 10-million-row DataFrame within the size bound, reads the
 previous cell's output and a traceback, runs code that defines a variable the next cell uses, waits
 for Approve / Edit / Deny clicks in ``ask`` mode (and is denied headless), is stopped by ■ in the middle
-of ``time.sleep(60)``, never sees a secret, and proposes cells through the ``set_next_input`` payload.
+of ``time.sleep(60)`` (and by the Stop button on ipykernel 7), never sees a secret, and proposes cells
+through the ``set_next_input`` payload. A displayed PNG reaches a vision model as an image part (and a
+real OpenAI wire request as a ``user`` image after the tool message); ``%agent fix`` and ``explain``
+keep a live Stop button; notebook content that orders a ``run_code`` cannot run code or approve it.
 """
 
 from __future__ import annotations
