@@ -3,6 +3,8 @@
 - ``notebook_variables()`` over a namespace of 10,000 variables (ints, strings, lists, small frames):
   time and the peak memory it allocates (``tracemalloc``, numpy and pandas buffers included).
 - ``inspect_variable`` on a 10-million-row, 8-column float DataFrame: time and peak memory added.
+- The tokens the notebook tools' schemas add to every request (``read``: four tools; ``ask``: six), as
+  the Chat Completions ``tools`` JSON counted with gpt-4o's tokenizer (``o200k_base``).
 - ``run_code("1+1")`` round trip (the tool call's own duration, from the journal's ``tool.completed``)
   in a waiting cell and for a background run, ``--access auto``, on each ipykernel major available.
 
@@ -12,6 +14,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import tempfile
@@ -67,6 +70,28 @@ def in_process(rows: int, reps: int) -> None:
     line(f"inspect_variable on a {rows:,} x 8 DataFrame ({size:,.0f} MB): {seconds * 1000:.0f} ms, peak +{peak:.1f} MB")
 
 
+def schema_tokens() -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from tinyagents_nb.harness.models import estimate_tokens, tokenizer_for_model
+    from tinyagents_nb.notebook import NotebookAccess, notebook_tools
+
+    access = NotebookAccess(InteractiveShell.instance())
+    try:
+        for mode in ("read", "ask"):
+            counts = {}
+            for made in notebook_tools(access, mode, insert_cells=False):
+                schema = made.schema
+                function = {"name": schema.name, "description": schema.description, "parameters": schema.parameters}
+                text = json.dumps({"type": "function", "function": function}, separators=(",", ":"))
+                counts[schema.name] = estimate_tokens(text, "gpt-4o")
+            each = ", ".join(f"{name} {n}" for name, n in counts.items())
+            line(f"{mode} tools' schemas: {sum(counts.values())} tokens per request ({each})")
+    finally:
+        access.close()
+    line(f"(counted with {tokenizer_for_model('gpt-4o').name})")
+
+
 def round_trips(python: str, trials: int, *, modes: tuple[str, ...] = ("waiting", "background")) -> None:
     from tests.kernel._kernel import KernelHarness
 
@@ -99,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     header("13. Notebook access: variables, a 10-million-row frame, run_code round trips")
     in_process(1_000_000 if args.quick else 10_000_000, 1 if args.quick else 3)
+    schema_tokens()
     k6 = Path(os.environ.get("TINYAGENTS_K6_PYTHON", REPO / ".venv-k6" / "bin" / "python"))
     both = [sys.executable, *([str(k6)] if k6.exists() else [])]
     if args.quick:  # one kernel, one mode: the suite's quick run has a time budget

@@ -3,6 +3,7 @@ traceback trimming and the main-thread runner (issue 25). The kernel tests drive
 
 from __future__ import annotations
 
+import base64
 import threading
 import time
 
@@ -12,10 +13,13 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from tinyagents_nb.notebook import (
     MASK,
+    MAX_IMAGES,
     MainThreadRunner,
     Masker,
+    NotebookImage,
     describe_call,
     describe_variable,
+    image_of,
     list_variables,
     quoted,
     trim_traceback,
@@ -187,3 +191,87 @@ def test_the_cell_log_passes_every_send_argument_on_and_records_outputs_by_reque
         log.uninstall()
         del shell.kernel
     assert "send" not in vars(session)  # the instance attribute is gone: the class's method is back
+
+
+PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"\x00\x00\x00\rIHDR" + b"\x00" * 40).decode()
+
+
+def test_displayed_images_are_kept_when_they_are_what_they_say_and_fit() -> None:
+    image, text = image_of({"image/png": PNG + "\n", "text/plain": "<Image>"})
+    assert image == NotebookImage("image/png", PNG)
+    assert image.ref().url == f"data:image/png;base64,{PNG}"
+    assert text.startswith("image/png image, ")
+    assert image_of({"text/plain": "1"}) == (None, "")
+    none, why = image_of({"image/png": PNG}, max_chars=10)
+    assert none is None
+    assert "too large" in why
+    jpeg_said_png = base64.b64encode(b"\xff\xd8\xff\xe0" + b"\x00" * 20).decode()
+    assert image_of({"image/png": jpeg_said_png})[0] is None
+    assert image_of({"image/jpeg": jpeg_said_png})[0] == NotebookImage("image/jpeg", jpeg_said_png)
+    assert image_of({"image/svg+xml": "<svg/>"})[0] is None
+    assert image_of({"image/png": "not base64 at all!"})[0] is None
+
+
+def test_the_cell_log_keeps_images_per_cell_and_drops_the_oldest_past_its_bound() -> None:
+    from types import SimpleNamespace
+
+    from tinyagents_nb.notebook import CellLog
+
+    class Session:
+        def send(self, *args: object, **kwargs: object) -> None:
+            return None
+
+    session = Session()
+    shell = InteractiveShell.instance()
+    parents = iter(["c1", "c2"])
+    current: dict[str, str] = {}
+    shell.kernel = SimpleNamespace(session=session, get_parent=lambda: {"header": {"msg_id": current["id"]}})
+    log = CellLog(max_image_chars=len(PNG) * 4)
+    try:
+        log.install(shell)
+        for cell in range(2):
+            current["id"] = next(parents)
+            log.pre_run_cell(SimpleNamespace(raw_cell=f"show({cell})"))
+            for _ in range(MAX_IMAGES + 1):
+                data = {"image/png": PNG, "text/plain": "<Figure>"}
+                session.send("s", "display_data", {"data": data}, {"msg_id": current["id"]})
+        first, second = log.entries()
+        assert len(second.images) == MAX_IMAGES  # at most MAX_IMAGES per cell
+        assert len(first.images) == 1  # the bound (4 images) took the oldest cell's first
+        assert second.outputs[0].startswith("[image/png image, ")
+    finally:
+        log.uninstall()
+        del shell.kernel
+
+
+def test_the_runner_returns_the_images_the_code_displayed() -> None:
+    shell = InteractiveShell.instance()
+    runner = MainThreadRunner(shell)
+    shown: list[NotebookImage] = []
+    code = f"import base64\nfrom IPython.display import Image, display\ndisplay(Image(data=base64.b64decode({PNG!r})))"
+    future = runner.submit(code, timeout_s=10, should_stop=lambda: False, images=shown)
+    runner.drain()
+    result = future.result(timeout=5)
+    assert result.error_type is None, result.output
+    assert "[image/png image, " in result.output
+    assert shown == [NotebookImage("image/png", PNG)]
+
+
+def test_the_read_tools_add_few_tokens_to_every_request() -> None:
+    """``read`` is the default, so its four schemas ride on every request: keep them compact (about 219
+    tokens with gpt-4o's tokenizer, down from 258; ``benchmarks/bench_nbaccess.py`` prints the count)."""
+    import json
+
+    from tinyagents_nb.notebook import NotebookAccess, notebook_tools
+
+    access = NotebookAccess(InteractiveShell.instance())
+    try:
+        tools = notebook_tools(access, "read", insert_cells=False)
+    finally:
+        access.close()
+    sizes = {
+        t.name: len(json.dumps({"name": t.name, "description": t.description, "parameters": t.schema.parameters}))
+        for t in tools
+    }
+    assert sum(sizes.values()) <= 1_000, sizes  # 944 JSON characters today; the wordier first version had about 1,120
+    assert all(t.description.endswith(".") and len(t.description) <= 80 for t in tools)

@@ -47,7 +47,7 @@ from ._model import ChatModel, ModelRequest, ModelResponse, StreamAccumulator
 from ._retraction import retract_answer
 from ._retry import call_with_retry
 from ._run import AgentRun, HarnessRunStatus
-from ._selection import refit_for, route_call, with_resolved
+from ._selection import fit_images, refit_for, route_call, with_resolved
 from ._steering_batch import checkpoint
 from ._structured import StructuredOutput, prepare_request
 from ._structured_turn import StructuredTurn
@@ -389,6 +389,7 @@ class RunLoop:
         return response
 
     async def _attempt(self, model: ChatModel, request: ModelRequest, call_id: str) -> ModelResponse:
+        request = fit_images(request, model)  # a model without vision reads the tools' text, not their images
         self.meter.reserve(model, request, call_id, self.messages)  # a retry reserves again
         try:
             return await self._send(model, request, call_id)

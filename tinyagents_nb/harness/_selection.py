@@ -8,7 +8,8 @@ response, so a parent and its sub-agents (whose responses reach the same event s
 which provider and model actually answered. ``route_call`` orders the chain for one call: a model a
 middleware named in ``request.model`` first (resolved, or ``ModelNotFound``), then the first one
 with the required capabilities. ``refit_for`` re-fits a request to a chosen model's smaller window
-(a fallback's, a capability route's, a requested one's) before it is sent there.
+(a fallback's, a capability route's, a requested one's) before it is sent there, and ``fit_images``
+leaves the images of tool results out for a model whose profile lacks vision.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from ._capabilities import CapabilitySet, ModelResolutionSource, ModelSelection, ResolvedModel
 from ._errors import ModelNotFound
+from ._messages import ImageRef, Message, ToolMessage
 from ._model import ModelResponse
 from ._profile import ModelProfile, profile_for
 from ._tokens import TokenEstimator
@@ -172,3 +174,45 @@ async def refit_for(
     reserved = min(_profile(model).max_output_tokens or 4_096, size // 4)
     window = ContextWindow(model=model.model_name, max_tokens=size, reserved_output_tokens=reserved)
     return await fitter.refit(ctx, request, window, estimator=TokenEstimator.for_model(model.model_name))
+
+
+@functools.lru_cache(maxsize=64)
+def _guessed_vision(provider: str, model: str) -> bool:
+    return profile_for(provider, model).supports_vision
+
+
+def _vision(model: ChatModel) -> bool:
+    own = getattr(model, "profile", None)
+    if isinstance(own, ModelProfile):
+        return own.supports_vision
+    return _guessed_vision(model.provider, model.model_name)
+
+
+def _imageless(message: ToolMessage) -> ToolMessage:
+    kept = [block for block in message.blocks if not isinstance(block, ImageRef)]
+    left = len(message.blocks) - len(kept)
+    if not left:
+        return message
+    note = f"\n[{left} image{'s' if left > 1 else ''} left out: this model does not accept images]"
+    return ToolMessage(
+        tool_call_id=message.tool_call_id,
+        name=message.name,
+        text=message.text + note,
+        is_error=message.is_error,
+        blocks=kept,
+        tags=message.tags,
+    )
+
+
+def fit_images(request: ModelRequest, model: ChatModel) -> ModelRequest:
+    """``request`` without the images of tool results when ``model``'s profile says it has no vision.
+
+    Tools may return images (a chart, a plot a cell drew) beside their text; only a model that accepts
+    images gets them, any other reads the text alone (which says what the image was), so a fallback or
+    a text-only model never receives a request its host would reject. Costs one scan of the messages.
+    """
+    messages = request.messages
+    if not any(isinstance(m, ToolMessage) and m.blocks for m in messages) or _vision(model):
+        return request
+    fitted: list[Message] = [_imageless(m) if isinstance(m, ToolMessage) and m.blocks else m for m in messages]
+    return request.with_messages(fitted)

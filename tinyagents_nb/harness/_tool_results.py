@@ -112,6 +112,7 @@ class ToolResultLimit(Middleware):
             text=kept + note.format(shown=budget, chars=len(text), key=key or ""),
             is_error=result.is_error,
             data=data if result.data is None else {**data, "data": result.data},
+            blocks=result.blocks,
         )
 
     def reader_tool(self, *, page_chars: int | None = None) -> FunctionTool[..., Any]:

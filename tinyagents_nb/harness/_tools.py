@@ -18,7 +18,7 @@ import functools
 import inspect
 import re
 import types
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import (
@@ -47,7 +47,7 @@ from ._cancel import CancellationToken
 from ._context import RunContext
 from ._cost import CostTracker
 from ._errors import ConfigurationError, ToolArgumentsError, ToolDefinitionError
-from ._messages import ToolCall, ToolMessage
+from ._messages import ContentBlock, ToolCall, ToolMessage
 from ._model import ToolSchema
 from ._sink import EventSink
 from ._tool_progress import ToolReporter, current_reporter
@@ -92,11 +92,15 @@ class ToolResult:
         text: What the model sees.
         is_error: Whether the text reports a failure (the model is told so; the run continues).
         data: The structured, JSON-able value when the tool returned one (for UIs and tests).
+        blocks: Extra content for the model after ``text``, e.g. ``ImageRef`` images (a chart a tool drew).
+            A model whose profile lacks vision never receives an image: the loop leaves images out for
+            it, so ``text`` should say what each image shows.
     """
 
     text: str
     is_error: bool = False
     data: Any = None
+    blocks: Sequence[ContentBlock] = ()
 
     @classmethod
     def ok(cls, text: str, *, data: Any = None) -> ToolResult:
@@ -108,7 +112,9 @@ class ToolResult:
 
     def to_message(self, call: ToolCall) -> ToolMessage:
         """The transcript message answering ``call``."""
-        return ToolMessage(tool_call_id=call.id, name=call.name, text=self.text, is_error=self.is_error)
+        return ToolMessage(
+            tool_call_id=call.id, name=call.name, text=self.text, is_error=self.is_error, blocks=self.blocks
+        )
 
 
 @runtime_checkable

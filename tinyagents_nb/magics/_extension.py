@@ -2,7 +2,9 @@
 
 Besides the magics it wires two kernel hooks (see ``_waiting`` and ``_interrupt``): on ipykernel
 7.x input transformers make waiting ``%%agent`` cells and ``%agent wait`` lines awaiting ones, so
-the dashboards' buttons work while they wait; and ■ on an idle kernel cancels background runs.
+the dashboards' buttons work while they wait, and Stop clicks are heard on the shell channel thread
+while the agent's code holds the main thread (``_stop_clicks``); ■ on an idle kernel cancels
+background runs.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 from ._interrupt import install_idle_interrupt, uninstall_idle_interrupt
 from ._magics import AgentMagics
 from ._session import _replace_session, get_session
+from ._stop_clicks import install_stop_clicks
 from ._waiting import agent_cell_transformer, agent_wait_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -31,6 +34,7 @@ def load_ipython_extension(ipython: Any) -> None:
         transforms = [agent_cell_transformer(magics.waits), agent_wait_transformer()]
         ipython.input_transformers_cleanup.extend(transforms)
         _TRANSFORMERS[id(ipython)] = transforms
+        install_stop_clicks(ipython)  # Stop clicks heard while the agent's code holds the main thread
     install_idle_interrupt(ipython, get_session)
 
 

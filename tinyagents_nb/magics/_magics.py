@@ -43,7 +43,7 @@ from ._durable import announce_interrupted, run_store_of
 from ._handle import NotebookRun, RunMode
 from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless, unseen_widgets
 from ._interpolate import InterpolationError, interpolate
-from ._notebook import new_access, run_access
+from ._notebook import NOTEBOOK_PROMPTS, new_access, prompt_async, run_access
 from ._output import CellView
 from ._rerun import RerunWatch
 from ._rlm import output_class, rlm_starter
@@ -164,7 +164,7 @@ class AgentMagics(magic.Magics):
         _replace_session(session)
         announce_interrupted(run_store_of(session))
         self._apply(session, only_set=True)
-        self._propose = False
+        self.proposing = False
         if session.notebook is None:
             session.notebook = new_access(
                 shell, max_chars=self.notebook_max_chars, code_timeout_s=self.notebook_code_timeout
@@ -369,7 +369,7 @@ class AgentMagics(magic.Magics):
         key = self._cell_key(line, cell)
         session = self.session
         notebook_tools, system, announcer = run_access(
-            self, args.access, mode=mode, rlm=args.rlm is not None, system=args.system, propose=self._propose
+            self, args.access, mode=mode, rlm=args.rlm is not None, system=args.system, propose=self.proposing
         )
         if tools is not None:  # --tools names exactly what the run gets: notebook tools only when listed
             offered = {t.name for t in notebook_tools}
@@ -420,11 +420,11 @@ class AgentMagics(magic.Magics):
 
     def run_prompt(self, line: str, prompt: str, *, propose: bool = False) -> None:
         """Run ``prompt`` as a ``%%agent`` cell with this magic line (``%agent fix`` and ``explain``)."""
-        self._propose = propose
+        self.proposing = propose
         try:
             self.agent_cell(line, prompt)
         finally:
-            self._propose = False
+            self.proposing = False
 
     def _bind(self, run: NotebookRun, name: str | None) -> None:
         if self.shell is None:
@@ -472,10 +472,12 @@ class AgentMagics(magic.Magics):
             raise usage_error(exc) from None
 
     async def agent_wait_async(self, line: str) -> Any:
-        """``%agent wait …`` as an awaiting statement (ipykernel 7.x): the runs' buttons work while it waits."""
+        """``%agent wait|fix|explain …`` as an awaiting statement (ipykernel 7.x): buttons work while it waits."""
         args = parse_line(self.agent_line, line, commands=COMMANDS)
         try:
-            if args.command != "wait":  # the transformer only sends wait lines; anything else runs as usual
+            if args.command in NOTEBOOK_PROMPTS:  # %agent fix / explain: their run waits as an awaiting cell does
+                return await prompt_async(self, args.command, list(args.args))
+            if args.command != "wait":  # the transformer only sends these lines; anything else runs as usual
                 return run_command(self, args.command, list(args.args))
             await wait_command_async(self, list(args.args))
         except (TinyAgentsError, LookupError) as exc:

@@ -5,7 +5,8 @@ The mode comes from ``%%agent --access MODE``, else ``AgentMagics.notebook_acces
 content is data (see ``tinyagents_nb.notebook``). The session's first run says in one line what the
 agent can see and how to turn it off; every ``auto`` run says that code runs without asking, in the
 cell's output, so the saved notebook records it. ``%agent fix`` and ``%agent explain [N]`` are
-prompts the extension writes, run as a waiting ``%%agent`` cell would be.
+prompts the extension writes, run as a waiting ``%%agent`` cell would be: on ipykernel 7.x their line
+becomes an awaiting statement (``agent_wait_transformer``), so Stop and the approval cards stay live.
 """
 
 from __future__ import annotations
@@ -31,13 +32,23 @@ from ._session import NotebookSession
 if TYPE_CHECKING:
     from ._handle import RunMode
 
-__all__ = ["NOTEBOOK_COMMANDS", "Announcer", "NotebookHost", "proposals_of", "run_access"]
+__all__ = [
+    "NOTEBOOK_COMMANDS",
+    "NOTEBOOK_PROMPTS",
+    "Announcer",
+    "NotebookHost",
+    "prompt_async",
+    "proposals_of",
+    "run_access",
+]
 
 
 class NotebookHost(Protocol):
     """What ``run_access`` and the commands need from ``AgentMagics``."""
 
     notebook_access: str
+    proposing: bool
+    """Set while ``%agent fix`` runs: the run gets ``propose_cell`` whatever its mode."""
 
     @property
     def shell(self) -> Any: ...
@@ -47,6 +58,9 @@ class NotebookHost(Protocol):
 
     def run_prompt(self, line: str, prompt: str, *, propose: bool = False) -> None:
         """Run ``prompt`` as the body of a ``%%agent`` cell with this magic line."""
+
+    async def agent_cell_async(self, line: str, cell: str) -> None:
+        """The same as an awaiting ``%%agent`` cell (ipykernel 7.x)."""
 
 
 def _current_msg_id(shell: Any) -> str | None:
@@ -151,8 +165,8 @@ def _hide(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     print(f"hidden from the agent: {shown}")
 
 
-def _fix(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
-    """``%agent fix [HINT…]``: propose a corrected cell for the last error, with a short explanation."""
+def _fix_prompt(host: CommandHost, session: NotebookSession, args: list[str]) -> tuple[str, str, bool]:
+    """``%agent fix [HINT…]``'s run: ``(magic line, prompt, propose)``."""
     access = session.notebook
     entry = access.log.last_error() if access is not None else None
     if access is None or entry is None:
@@ -169,11 +183,11 @@ def _fix(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
         "in one short paragraph what was wrong and what you changed. Use the notebook tools if you need to "
         "check a variable." + (f"\nThe person adds: {hint}" if hint else "")
     )
-    _host(host).run_prompt("--raw", prompt, propose=True)
+    return "--raw", prompt, True
 
 
-def _explain(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
-    """``%agent explain [N]``: explain cell N's output (the last cell before this one by default)."""
+def _explain_prompt(host: CommandHost, session: NotebookSession, args: list[str]) -> tuple[str, str, bool]:
+    """``%agent explain [N]``'s run: explain cell N's output (the last cell before this one by default)."""
     access = session.notebook
     if access is None:
         raise UsageError("notebook access needs the extension loaded in a kernel (%load_ext tinyagents_nb)")
@@ -196,11 +210,39 @@ def _explain(host: CommandHost, session: NotebookSession, args: list[str]) -> No
         f"Explain the output of notebook cell [{cell.count}] to the person: what it shows and what stands out. "
         f"Be brief.\n{data}"
     )
-    _host(host).run_prompt("--raw --access read", prompt)
+    return "--raw --access read", prompt, False
+
+
+NOTEBOOK_PROMPTS = {"fix": _fix_prompt, "explain": _explain_prompt}
+"""The commands that run a prompt the extension writes (``%agent fix``, ``%agent explain``)."""
+
+
+def _prompt_command(host: CommandHost, session: NotebookSession, args: list[str], *, command: str) -> None:
+    """``%agent fix|explain`` as a synchronous line (ipykernel 6.x pumps the kernel while it waits)."""
+    line, prompt, propose = NOTEBOOK_PROMPTS[command](host, session, args)
+    _host(host).run_prompt(line, prompt, propose=propose)
+
+
+async def prompt_async(host: NotebookHost, command: str, args: list[str]) -> None:
+    """``%agent fix|explain`` awaiting on the kernel's loop (ipykernel 7.x): Stop and approvals stay live."""
+    line, prompt, propose = NOTEBOOK_PROMPTS[command](host, host.session, args)  # type: ignore[arg-type]  # AgentMagics is both
+    host.proposing = propose
+    try:
+        await host.agent_cell_async(line, prompt)
+    finally:
+        host.proposing = False
 
 
 def _host(host: CommandHost) -> NotebookHost:
     return host  # type: ignore[return-value]  # AgentMagics is both; the command table is typed on the narrower one
+
+
+def _fix(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
+    _prompt_command(host, session, args, command="fix")
+
+
+def _explain(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
+    _prompt_command(host, session, args, command="explain")
 
 
 NOTEBOOK_COMMANDS = {"access": _access, "hide": _hide, "fix": _fix, "explain": _explain}

@@ -9,7 +9,8 @@ docs/jupyter/execution-modes.md), no single remedy covers both ipykernel majors:
   ``await magics.agent_cell_async(line, body)``, so the kernel runs it as a top-level-await cell.
   ■ cancels that coroutine; it catches the cancel, stops the run cooperatively and waits for its end.
   Another (``agent_wait_transformer``) does the same for each top-level ``%agent wait …`` line of a
-  cell; there ■ only stops the wait (that cell did not start the runs).
+  cell (there ■ only stops the wait: that cell did not start the runs), and for ``%agent fix`` and
+  ``%agent explain``, whose runs then wait as a ``%%agent`` cell's do.
 - **ipykernel 6.x** never interleaves messages with an execute request, even an awaiting one, so
   the waiting (synchronous) cell pumps the kernel itself: ``jupyter_ui_poll`` runs the kernel's
   ``do_one_iteration`` (comm messages are handled; execute requests from Run All are deferred and
@@ -299,15 +300,19 @@ def agent_cell_transformer(decide: Callable[[list[str]], bool]) -> Callable[[lis
     return transform
 
 
+_AWAITING = frozenset({"wait", "fix", "explain"})
+"""The ``%agent`` commands that wait for runs, so ``agent_wait_transformer`` makes their lines awaiting ones."""
+
+
 def _is_wait_line(line: str) -> bool:
-    """Whether ``line`` is ``%agent wait …`` (the command's own word, before any ``{name}`` expansion)."""
+    """Whether ``line`` is ``%agent wait|fix|explain …`` (the command's own word, before ``{name}`` expansion)."""
     if not line.startswith(("%agent ", "%agent\t")):
         return False
     try:
         argv = shlex.split(line[len("%agent") :])
     except ValueError:
         return False  # the magic reports the bad line itself
-    return bool(argv) and argv[0] == "wait"
+    return bool(argv) and argv[0] in _AWAITING
 
 
 def _statement_rows(lines: list[str]) -> set[int]:

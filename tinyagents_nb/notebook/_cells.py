@@ -9,7 +9,9 @@ lookup per message. Cells run before the extension loaded come from IPython's hi
 ``Out`` (results).
 
 Everything is bounded: at most ``max_cells`` cells, each keeping at most ``max_output_chars`` of output
-(its head and its tail, where errors and totals are).
+(its head and its tail, where errors and totals are). PNG and JPEG displays are kept as images too
+(``NotebookImage``, for models with vision), at most ``MAX_IMAGES`` per cell and ``max_image_chars`` in
+all: the oldest cells' images go first, their text descriptions stay.
 """
 
 from __future__ import annotations
@@ -23,7 +25,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-__all__ = ["CellEntry", "CellLog", "strip_ansi", "trim_traceback"]
+from ._images import MAX_IMAGES, NotebookImage, image_of
+
+__all__ = ["CellEntry", "CellLog", "display_text", "strip_ansi", "trim_traceback"]
 
 _ANSI: Final = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _TRACEBACK_LINES: Final = 20
@@ -57,6 +61,7 @@ class CellEntry:
     error_name: str | None = None
     size: int = 0
     cut: int = 0
+    images: list[NotebookImage] = field(default_factory=list)
 
     def add(self, text: str, limit: int) -> None:
         if not text:
@@ -71,16 +76,17 @@ class CellEntry:
         self.size += len(text)
 
 
-def _display_text(data: dict[str, Any]) -> str:
+def display_text(data: dict[str, Any]) -> tuple[str, NotebookImage | None]:
+    """A display output's ``data`` as text for the model, and its image when it has one that fits."""
     if _WIDGET in data:
-        return ""  # a live widget (a dashboard): its record, once the run ended, arrives as its own output
-    images = [kind for kind in data if kind.startswith("image/")]
+        return "", None  # a live widget (a dashboard): its record, once the run ended, arrives as its own output
+    image, described = image_of(data)
     text = str(data.get("text/plain", ""))
-    if images:
-        return f"[{images[0]} image{': ' + text if text and not text.startswith('<') else ''}]"
+    if described:
+        return f"[{described}{': ' + text if text and not text.startswith('<') else ''}]", image
     if "text/markdown" in data and (not text or text.startswith("<")):
-        return str(data["text/markdown"])
-    return text
+        return str(data["text/markdown"]), None
+    return text, None
 
 
 class CellLog:
@@ -89,15 +95,20 @@ class CellLog:
     Args:
         max_cells: How many recent cells are kept.
         max_output_chars: Output kept per cell (the rest is counted, not kept).
+        max_image_chars: Base64 characters of images kept over all cells.
     """
 
-    def __init__(self, *, max_cells: int = 200, max_output_chars: int = 20_000) -> None:
+    def __init__(
+        self, *, max_cells: int = 200, max_output_chars: int = 20_000, max_image_chars: int = 8_000_000
+    ) -> None:
         self._cells: OrderedDict[int, CellEntry] = OrderedDict()
         self._by_msg: dict[str, CellEntry] = {}
         self._lock = threading.Lock()
         self._next = 0
         self._max_cells = max_cells
         self._max_output = max_output_chars
+        self._max_images = max_image_chars
+        self._image_chars = 0
         self._shell: Any = None
         self._session: Any = None
         self._send: Callable[..., Any] | None = None
@@ -164,12 +175,27 @@ class CellLog:
                 entry.error_name = str(content.get("ename", "")) or entry.error_name
                 entry.error = trim_traceback("\n".join(map(str, content.get("traceback", ()))))
         else:
-            text = _display_text(content.get("data", {}) or {})
+            text, image = display_text(content.get("data", {}) or {})
+            if image is not None:
+                self._keep(entry, image)
             if kind == "execute_result" and text:
                 text = f"Out[{content.get('execution_count', entry.count)}]: {text}"
         if text:
             with self._lock:
                 entry.add(text if text.endswith("\n") else text + "\n", self._max_output)
+
+    def _keep(self, entry: CellEntry, image: NotebookImage) -> None:
+        """Keep ``image`` with its cell; the oldest cells' images go when the total passes the bound."""
+        with self._lock:
+            if len(entry.images) >= MAX_IMAGES:
+                return
+            entry.images.append(image)
+            self._image_chars += len(image.data)
+            for old in self._cells.values():
+                if self._image_chars <= self._max_images:
+                    break
+                while old.images and self._image_chars > self._max_images:
+                    self._image_chars -= len(old.images.pop(0).data)
 
     # ------------------------------------------------------------------ IPython events
     def pre_run_cell(self, info: Any) -> None:
@@ -190,6 +216,7 @@ class CellLog:
                 self.first_count = count
             while len(self._cells) > self._max_cells:
                 _, old = self._cells.popitem(last=False)
+                self._image_chars -= sum(len(image.data) for image in old.images)
                 if old.msg_id:
                     self._by_msg.pop(old.msg_id, None)
 
@@ -211,7 +238,9 @@ class CellLog:
         """The recorded cells, oldest first (copies of the lists, safe to read)."""
         with self._lock:
             return [
-                CellEntry(e.count, e.source, e.msg_id, list(e.outputs), e.error, e.error_name, e.size, e.cut)
+                CellEntry(
+                    e.count, e.source, e.msg_id, list(e.outputs), e.error, e.error_name, e.size, e.cut, list(e.images)
+                )
                 for e in self._cells.values()
             ]
 

@@ -34,7 +34,8 @@ from typing import Any, Final, TypeVar
 
 from tinyagents_nb.rlm import ExecutionResult
 
-from ._cells import trim_traceback
+from ._cells import display_text, trim_traceback
+from ._images import MAX_IMAGES, NotebookImage
 
 __all__ = ["MainThreadRunner"]
 
@@ -58,6 +59,7 @@ class _Job:
     pending: int = 0
     reason: str | None = None
     person: bool = False
+    images: list[NotebookImage] | None = None
 
 
 class _Capture(io.TextIOBase):
@@ -88,17 +90,19 @@ class _Capture(io.TextIOBase):
 class _Publisher:
     """``display()`` from the main thread goes to the capture; from any other thread, to the frontend."""
 
-    def __init__(self, original: Any, buffer: io.StringIO) -> None:
+    def __init__(self, original: Any, buffer: io.StringIO, images: list[NotebookImage] | None) -> None:
         self._original = original
         self._buffer = buffer
+        self._images = images
         self._main = threading.main_thread().ident
 
     def publish(self, data: Any, metadata: Any = None, *args: Any, **kwargs: Any) -> None:
         if threading.get_ident() != self._main:
             self._original.publish(data, metadata, *args, **kwargs)
             return
-        images = [kind for kind in data if str(kind).startswith("image/")]
-        text = f"[{images[0]} image]" if images else str(data.get("text/plain", ""))
+        text, image = display_text(dict(data))
+        if image is not None and self._images is not None and len(self._images) < MAX_IMAGES:
+            self._images.append(image)
         self._buffer.write(text + "\n")
 
     def clear_output(self, *args: Any, **kwargs: Any) -> None:
@@ -124,7 +128,13 @@ class MainThreadRunner:
         except RuntimeError:  # plain IPython: only a waiting cell's drain runs the jobs
             self._loop = None
         self._counter = 0
+        self._running: _Job | None = None
         self.ran = 0
+
+    @property
+    def busy(self) -> bool:
+        """Whether the main thread is executing the agent's code right now (any thread may ask)."""
+        return self._running is not None
 
     def drain(self) -> None:
         """Run every queued job now (main thread only; elsewhere it does nothing)."""
@@ -145,12 +155,14 @@ class MainThreadRunner:
         timeout_s: float | None,
         should_stop: Callable[[], bool],
         on_interrupt: Callable[[], object] | None = None,
+        images: list[NotebookImage] | None = None,
     ) -> Future[ExecutionResult]:
         """Queue ``code`` for the main thread; the future resolves with its outcome (never raises for the code).
 
-        ``on_interrupt`` is called (on the main thread) when a person's ■ interrupted the code.
+        ``on_interrupt`` is called (on the main thread) when a person's ■ interrupted the code; ``images``
+        receives the PNG and JPEG images the code displayed (at most ``MAX_IMAGES``).
         """
-        job = _Job(code, timeout_s, should_stop, Future(), time.monotonic(), on_interrupt)
+        job = _Job(code, timeout_s, should_stop, Future(), time.monotonic(), on_interrupt, images=images)
         self._jobs.put(job)
         threading.Thread(target=self._watch, args=(job,), name="tinyagents-run-code-watch", daemon=True).start()
         loop = self._loop
@@ -165,11 +177,16 @@ class MainThreadRunner:
         timeout_s: float | None,
         should_stop: Callable[[], bool],
         on_interrupt: Callable[[], object] | None = None,
+        images: list[NotebookImage] | None = None,
     ) -> ExecutionResult:
         """``submit`` and await the outcome; a cancelled await stops the code (or drops it if it never started)."""
         stop = threading.Event()
         future = self.submit(
-            code, timeout_s=timeout_s, should_stop=lambda: stop.is_set() or should_stop(), on_interrupt=on_interrupt
+            code,
+            timeout_s=timeout_s,
+            should_stop=lambda: stop.is_set() or should_stop(),
+            on_interrupt=on_interrupt,
+            images=images,
         )
         try:
             return await asyncio.wrap_future(future)
@@ -209,13 +226,20 @@ class MainThreadRunner:
     # ------------------------------------------------------------------ the job (main thread)
     def _run(self, job: _Job) -> None:
         job.started = True
+        self._running = job
+        try:
+            self._run_job(job)
+        finally:
+            self._running = None
+
+    def _run_job(self, job: _Job) -> None:
         buffer = io.StringIO()
         started = time.monotonic()
         error_type: str | None = None
         try:
-            with self._sigint(job), self._captured(buffer):
+            with self._sigint(job), self._captured(buffer, job.images):
                 try:
-                    self._exec(job.code, buffer)
+                    self._exec(job.code, buffer, job.images)
                 except KeyboardInterrupt:
                     error_type = "KeyboardInterrupt"
                     why = (
@@ -247,7 +271,7 @@ class MainThreadRunner:
         if job.person and job.on_interrupt is not None:
             job.on_interrupt()  # ■ stops the run, as it does while a waiting cell waits
 
-    def _exec(self, code: str, buffer: io.StringIO) -> None:
+    def _exec(self, code: str, buffer: io.StringIO, images: list[NotebookImage] | None) -> None:
         """Run ``code`` as a cell: IPython's syntax (magics), then the last expression's value shown."""
         shell = self.shell
         self._counter += 1
@@ -270,18 +294,21 @@ class MainThreadRunner:
         text = repr(value)
         if formatter is not None:
             data, _ = formatter.format(value)
-            text = str(data.get("text/plain", text))
+            shown, image = display_text(dict(data))
+            text = shown or text
+            if image is not None and images is not None and len(images) < MAX_IMAGES:
+                images.append(image)
         buffer.write(text + "\n")
 
     @contextmanager
-    def _captured(self, buffer: io.StringIO) -> Iterator[None]:
+    def _captured(self, buffer: io.StringIO, images: list[NotebookImage] | None) -> Iterator[None]:
         shell = self.shell
         stdout, stderr = sys.stdout, sys.stderr
         publisher = getattr(shell, "display_pub", None)
         sys.stdout = _Capture(stdout, buffer)
         sys.stderr = _Capture(stderr, buffer, "[stderr] ")
         if publisher is not None:
-            shell.display_pub = _Publisher(publisher, buffer)
+            shell.display_pub = _Publisher(publisher, buffer, images)
         try:
             yield
         finally:

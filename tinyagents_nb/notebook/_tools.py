@@ -3,7 +3,9 @@
 ``read``: ``notebook_variables``, ``inspect_variable``, ``notebook_cells``, ``last_error``; ``ask`` and
 ``auto`` add ``run_code`` and ``propose_cell`` (``ask`` gates both behind the approval cards: a call
 waits for Approve / Edit / Deny, and headless it is denied by the run's unattended policy). Every result
-is masked (``Masker``), cut to the size bound and fenced as notebook data (``quoted``). Each call also
+is masked (``Masker``), cut to the size bound and fenced as notebook data (``quoted``); PNG and JPEG
+outputs ride along as image parts (bounded, see ``_images``), which only a model with vision receives.
+Each call also
 reports one progress line saying in words what it did ("looked at `df` (10,000 x 8)"), which the
 dashboard shows as the call's row.
 """
@@ -13,10 +15,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from tinyagents_nb.harness import RunContext, Tool, ToolReporter, tool
+from tinyagents_nb.harness import RunContext, Tool, ToolReporter, ToolResult, tool
 
 from ._access import AccessMode, NotebookAccess, Proposal
 from ._cells import CellEntry
+from ._images import MAX_IMAGES, NotebookImage, image_blocks
 from ._mask import quoted
 from ._variables import clip, describe_variable, list_variables, shape_text, user_variables
 
@@ -92,8 +95,18 @@ class _Tools:
         self.announce()
         return quoted(clip(self.masker.text(text), self.access.max_chars, "result"), source)
 
+    @staticmethod
+    def _with_images(text: str, images: list[NotebookImage]) -> str | ToolResult:
+        """``text`` plus the newest ``MAX_IMAGES`` images as image parts (plain text when there are none)."""
+        if not images:
+            return text
+        blocks = image_blocks(images)
+        note = f"\n({len(blocks)} image{'s' if len(blocks) > 1 else ''} from the notebook follow as image parts"
+        note += f"; {len(images) - len(blocks)} older left out)" if len(images) > len(blocks) else ")"
+        return ToolResult(text=text + note, blocks=blocks)
+
     def notebook_variables(self, report: ToolReporter) -> str:
-        """List the notebook's variables: name, type, shape or length, approximate memory; DataFrame columns.
+        """List the notebook's variables: type, shape, size; DataFrame columns.
 
         Args:
             report: Injected by the run (not a model argument).
@@ -104,10 +117,10 @@ class _Tools:
         return self._out(text, "kernel variables")
 
     def inspect_variable(self, name: str, report: ToolReporter) -> str:
-        """Describe one notebook variable (bounded): a DataFrame's dtypes, nulls, head and describe(); a value's repr.
+        """Describe one variable (DataFrame: dtypes, nulls, head, describe()).
 
         Args:
-            name: The variable's name.
+            name: Variable name.
             report: Injected by the run (not a model argument).
         """
         ns, hidden = self._namespace()
@@ -140,12 +153,12 @@ class _Tools:
             entries = early[-(last - len(entries)) :] + entries if early else entries
         return entries[-last:]
 
-    def notebook_cells(self, report: ToolReporter, last: int = 5) -> str:
-        """Read the most recent executed cells, in order: source, results, printed output, errors.
+    def notebook_cells(self, report: ToolReporter, last: int = 5) -> str | ToolResult:
+        """Recent executed cells: source, outputs, errors.
 
         Args:
             report: Injected by the run (not a model argument).
-            last: How many recent cells (1 to 50).
+            last: How many (1-50).
         """
         chosen = self._recent(max(1, min(int(last), 50)))
         _summary(report, f"read the last {len(chosen)} cell{'s' if len(chosen) != 1 else ''}")
@@ -153,16 +166,19 @@ class _Tools:
             return "(no cells executed yet)"
         budget = self.access.max_chars
         pieces: list[str] = []
+        images: list[NotebookImage] = []
         for entry in reversed(chosen):  # the newest cells matter most: they get the room first
             text = _cell_text(entry, max(400, budget // len(chosen)))
             if pieces and sum(map(len, pieces)) + len(text) > budget:
                 pieces.append(f"… ({len(chosen) - len(pieces)} earlier cells left out)")
                 break
             pieces.append(text)
-        return self._out("\n\n".join(reversed(pieces)), "executed cells")
+            if len(images) < MAX_IMAGES:
+                images[:0] = entry.images[-(MAX_IMAGES - len(images)) :]
+        return self._with_images(self._out("\n\n".join(reversed(pieces)), "executed cells"), images)
 
-    def last_error(self, report: ToolReporter) -> str:
-        """The newest error raised in the notebook: its traceback (trimmed) and the source of its cell.
+    def last_error(self, report: ToolReporter) -> str | ToolResult:
+        """The newest traceback and its cell's source.
 
         Args:
             report: Injected by the run (not a model argument).
@@ -174,38 +190,41 @@ class _Tools:
         label = f"cell [{entry.count}]" if entry.count is not None else "an earlier cell"
         _summary(report, f"read the last error ({entry.error_name} in {label})")
         text = f"{entry.error_name} in {label}\nsource:\n{clip(entry.source, _SOURCE_CHARS, 'source')}\n"
-        return self._out(text + f"traceback:\n{entry.error}", "last error")
+        return self._with_images(self._out(text + f"traceback:\n{entry.error}", "last error"), entry.images)
 
-    async def run_code(self, code: str, ctx: RunContext[Any], report: ToolReporter) -> str:
-        """Run Python code in the person's kernel, in their namespace (variables persist); returns its output.
+    async def run_code(self, code: str, ctx: RunContext[Any], report: ToolReporter) -> str | ToolResult:
+        """Run Python in the person's kernel namespace (variables persist); returns the output.
 
         Args:
-            code: The code, as a notebook cell (the last expression's value is shown).
+            code: Cell code; the last expression's value is shown.
             ctx: Injected by the run (not a model argument).
             report: Injected by the run (not a model argument).
         """
         if self.shell is None:
             return "there is no kernel to run code in"
         token = ctx.cancellation
+        images: list[NotebookImage] = []
         result = await self.access.runner.execute(
             code,
             timeout_s=self.access.code_timeout_s,
             should_stop=lambda: token.is_cancelled,
             on_interrupt=lambda: token.cancel("interrupted (■ while the agent's code ran)"),
+            images=images,
         )
         status = "ok" if result.error_type is None else result.error_type
         ending = {"timeout": "stopped at the time limit", "stop": "stopped"}.get(result.stopped or "", status)
         _summary(report, f"ran {_lines(code)} ({ending}, {result.duration_s:.1f} s)")
-        return self._out(result.output.rstrip() or "(no output)", "run_code output") + f"\nstatus: {ending}"
+        text = self._out(result.output.rstrip() or "(no output)", "run_code output") + f"\nstatus: {ending}"
+        return self._with_images(text, images)
 
     def propose_cell(self, code: str, ctx: RunContext[Any], report: ToolReporter, note: str = "") -> str:
-        """Put a new code cell below the current one for the person to review and run (it does not run it).
+        """Add a code cell below for the person to review and run (not run).
 
         Args:
             code: The cell's code.
             ctx: Injected by the run (not a model argument).
             report: Injected by the run (not a model argument).
-            note: One sentence on what the cell does, for the person.
+            note: One sentence for the person.
         """
         shell = self.shell
         inserted = self.insert_cells and getattr(shell, "payload_manager", None) is not None

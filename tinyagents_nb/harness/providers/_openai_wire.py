@@ -55,7 +55,12 @@ def _block_text(block: object) -> str | None:
         return block.text
     if isinstance(block, JsonBlock):
         return _dumps(block.data)
-    return None  # images in tool results and thinking blocks have no Chat Completions form here
+    return None  # images travel as image parts (see messages_payload); thinking blocks are not sent
+
+
+def _image_part(block: ImageRef) -> dict[str, Any]:
+    detail = {} if block.detail is None else {"detail": block.detail}
+    return {"type": "image_url", "image_url": {"url": block.url, **detail}}
 
 
 def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
@@ -66,10 +71,7 @@ def _user_content(message: UserMessage) -> str | list[dict[str, Any]]:
         parts.append({"type": "text", "text": message.text})
     for block in message.blocks:
         if isinstance(block, ImageRef):
-            image: dict[str, Any] = {"url": block.url}
-            if block.detail is not None:
-                image["detail"] = block.detail
-            parts.append({"type": "image_url", "image_url": image})
+            parts.append(_image_part(block))
         else:
             text = _block_text(block)
             if text is not None:
@@ -82,10 +84,24 @@ def _tool_call_payload(call: ToolCall) -> dict[str, Any]:
     return {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": arguments}}
 
 
+def _tool_images(message: ToolMessage) -> list[dict[str, Any]]:
+    """The image parts of a tool result, headed by a line naming the call they answer."""
+    images = [_image_part(block) for block in message.blocks if isinstance(block, ImageRef)]
+    head = f"The image{'s' if len(images) > 1 else ''} returned by tool call {message.tool_call_id} ({message.name}):"
+    return [{"type": "text", "text": head}, *images] if images else []
+
+
 def messages_payload(messages: Sequence[Message], *, send_names: bool = True) -> list[dict[str, Any]]:
-    """Our transcript as Chat Completions ``messages``; reasoning is never sent back."""
+    """Our transcript as Chat Completions ``messages``; reasoning is never sent back.
+
+    A ``tool`` message holds text only: tool results' images follow their turn's tool messages in one ``user`` message.
+    """
     out: list[dict[str, Any]] = []
+    images: list[dict[str, Any]] = []
     for message in messages:
+        if images and not isinstance(message, ToolMessage):
+            out.append({"role": "user", "content": images})
+            images = []
         if isinstance(message, UserMessage):
             item: dict[str, Any] = {"role": "user", "content": _user_content(message)}
             if send_names and message.name:
@@ -102,11 +118,14 @@ def messages_payload(messages: Sequence[Message], *, send_names: bool = True) ->
             extra = [text for text in map(_block_text, message.blocks) if text is not None]
             content = "\n".join([message.text, *extra]) if extra else message.text
             item = {"role": "tool", "tool_call_id": message.tool_call_id, "content": content}
+            images += _tool_images(message)
         elif isinstance(message, SystemMessage):
             item = {"role": "system", "content": message.text}
         else:  # pragma: no cover - the Message union is closed
             raise TypeError(f"not a message: {type(message).__name__}")
         out.append(item)
+    if images:
+        out.append({"role": "user", "content": images})
     return out
 
 
