@@ -62,6 +62,19 @@ from ._rlm import (
 from ._session import (
     RLMSession as RLMSession,
 )
+from ._trajectory import (
+    TRAJECTORY_FORMAT as TRAJECTORY_FORMAT,
+    TRAJECTORY_VERSION as TRAJECTORY_VERSION,
+    Trajectory as Trajectory,
+    TrajectoryCall as TrajectoryCall,
+    TrajectoryError as TrajectoryError,
+    TrajectoryRun as TrajectoryRun,
+    TrajectoryStep as TrajectoryStep,
+    TrajectoryVersionError as TrajectoryVersionError,
+)
+from ._trajectory_build import (
+    build_trajectory as build_trajectory,
+)
 
 __all__ = [
     "BridgeServer",
@@ -85,6 +98,15 @@ __all__ = [
     "RLM_SYSTEM_PROMPT",
     "ReplyPart",
     "SubQueries",
+    "TRAJECTORY_FORMAT",
+    "TRAJECTORY_VERSION",
+    "Trajectory",
+    "TrajectoryCall",
+    "TrajectoryError",
+    "TrajectoryRun",
+    "TrajectoryStep",
+    "TrajectoryVersionError",
+    "build_trajectory",
     "describe_context",
     "describe_value",
     "extract_code_blocks",

@@ -37,6 +37,8 @@ from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, follow_up_message, system_prompt
 from ._recursion import CHILD_AGENT, ClosePool, EnvironmentPool, RecursionMiddleware, child_factory
 from ._session import RLMSession
+from ._trajectory import Trajectory, TrajectoryError
+from ._trajectory_build import TrajectoryRecorder
 from ._typed import AnswerType
 
 __all__ = ["RLM", "EnvironmentName"]
@@ -78,6 +80,8 @@ class RLM:
             ends the run with ``StructuredOutputError``. The value is ``run.structured.value``.
         keep_children: Keep the children's REPLs (child kernels) for the next run (``close()``
             stops them); ``False`` stops them when each root run ends.
+        keep_trajectories: How many of the latest root runs keep their events for
+            ``trajectory(run)`` (``0``: none).
     """
 
     def __init__(
@@ -95,6 +99,7 @@ class RLM:
         child_environment: Callable[[], Environment] | None = None,
         output_type: Any = None,
         keep_children: bool = True,
+        keep_trajectories: int = 8,
     ) -> None:
         self.model = resolve_model(model)
         self.sub_model = resolve_model(sub_model) if sub_model is not None else self.model
@@ -110,6 +115,8 @@ class RLM:
         self.children = EnvironmentPool(factory) if factory is not None else None
         self.output_type = output_type
         self.keep_children = keep_children
+        self.keep_trajectories = max(0, keep_trajectories)
+        self._recorders: dict[str, TrajectoryRecorder] = {}
         if output_type is not None:
             try:
                 AnswerType(output_type)
@@ -167,6 +174,8 @@ class RLM:
             model=REPLDialect(self.model, state),
             tools=[REPLTool(state)],
             middleware=[
+                # first: its on_error runs last (the onion order), after rlm.partial was emitted
+                *([_Record(self)] if depth == 0 and self.keep_trajectories else []),
                 RLMMiddleware(state),
                 RecursionMiddleware(state),
                 PartialAnswerMiddleware(state),
@@ -251,6 +260,27 @@ class RLM:
         harness, messages = self.prepare(task, context, session=session)
         return harness.run_sync(messages, config=config)
 
+    def trajectory(self, run: AgentRun | str) -> Trajectory:
+        """The trajectory of one of this RLM's latest root runs (``run`` or its id), to save or show.
+
+        Raises:
+            TrajectoryError: The run is not one of the last ``keep_trajectories`` root runs.
+        """
+        run_id = run if isinstance(run, str) else run.run_id
+        recorder = self._recorders.get(str(run_id))
+        if recorder is None:
+            raise TrajectoryError(
+                f"no trajectory kept for run {run_id!r}",
+                hint=f"this RLM keeps its last {self.keep_trajectories} root runs (RLM(keep_trajectories=...))",
+            )
+        return recorder.trajectory(answer=None if isinstance(run, str) else run.final_text)
+
+    def _keep(self, recorder: TrajectoryRecorder) -> None:
+        self._recorders[recorder.root_run_id] = recorder
+        while len(self._recorders) > self.keep_trajectories:
+            oldest = next(iter(self._recorders))
+            self._recorders.pop(oldest).detach()
+
     def close(self) -> None:
         """Shut the environment down (a child kernel is stopped), and the children's REPLs."""
         self.environment.close()
@@ -259,3 +289,20 @@ class RLM:
 
     def __repr__(self) -> str:
         return f"RLM(model={self.model.model_name!r}, environment={self.environment.name!r})"
+
+
+class _Record(Middleware):
+    """Keeps a root RLM run's events for ``RLM.trajectory`` (the first middleware: see ``_build``)."""
+
+    def __init__(self, rlm: RLM) -> None:
+        self.rlm = rlm
+        self.recorder: TrajectoryRecorder | None = None
+
+    async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
+        self.recorder = TrajectoryRecorder(str(ctx.run_id), str(ctx.root_run_id))
+        self.recorder.attach(ctx.events)
+        self.rlm._keep(self.recorder)
+
+    async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:
+        if self.recorder is not None:  # after rlm.partial: the run's last event
+            self.recorder.detach()
