@@ -66,14 +66,16 @@ from ._trajectory import (
     TRAJECTORY_FORMAT as TRAJECTORY_FORMAT,
     TRAJECTORY_VERSION as TRAJECTORY_VERSION,
     Trajectory as Trajectory,
-    TrajectoryCall as TrajectoryCall,
     TrajectoryError as TrajectoryError,
-    TrajectoryRun as TrajectoryRun,
-    TrajectoryStep as TrajectoryStep,
     TrajectoryVersionError as TrajectoryVersionError,
 )
 from ._trajectory_build import (
     build_trajectory as build_trajectory,
+)
+from ._trajectory_model import (
+    TrajectoryCall as TrajectoryCall,
+    TrajectoryRun as TrajectoryRun,
+    TrajectoryStep as TrajectoryStep,
 )
 
 __all__ = [

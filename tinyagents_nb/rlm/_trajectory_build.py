@@ -38,7 +38,8 @@ from tinyagents_nb.harness.events import (
 from tinyagents_nb.harness.observability import AgentObservation, RedactingSink, secrets_from_env
 
 from ._events import RLMCode, RLMOutput, RLMPartialAnswer, RLMStarted
-from ._trajectory import Trajectory, TrajectoryCall, TrajectoryError, TrajectoryRun, TrajectoryStep
+from ._trajectory import Trajectory, TrajectoryError
+from ._trajectory_model import TrajectoryCall, TrajectoryRun, TrajectoryStep
 
 __all__ = ["TrajectoryRecorder", "build_trajectory"]
 

@@ -16,12 +16,28 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-if TYPE_CHECKING:
-    from ._trajectory import Trajectory, TrajectoryRun, TrajectoryStep
+from tinyagents_nb.harness import Usage
+
+from ._trajectory_model import TrajectoryRun, TrajectoryStep
 
 __all__ = ["trajectory_markdown", "trajectory_text"]
+
+
+class Trajectory(Protocol):
+    """What the view reads of a ``Trajectory`` (the class imports this module, not the other way)."""
+
+    @property
+    def root(self) -> TrajectoryRun: ...
+    @property
+    def runs(self) -> tuple[TrajectoryRun, ...]: ...
+    @property
+    def usage(self) -> Usage: ...
+    @property
+    def cost_usd(self) -> Decimal | None: ...
+    def children(self, run: TrajectoryRun | str) -> list[TrajectoryRun]: ...
+
 
 _TICKS = re.compile(r"`+")
 _LISTED = 5  # sub-queries listed per step
