@@ -8,8 +8,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from tinyagents_nb.harness import ModelResponse
-from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.harness import ModelRequest, ModelResponse
+from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 from tinyagents_nb.magics import NotebookSession
 from tinyagents_nb.magics._rlm import session_kernel
 from tinyagents_nb.rlm import RLMCode
@@ -203,3 +203,38 @@ def test_rlm_output_validates_the_answer_against_a_notebook_class(
     error = run_error(shell, "%%agent --rlm local --output Missing --model fake\nTally.")
     assert isinstance(error, UsageError)
     assert "no class of that name" in str(error)
+
+
+def test_an_rlm_thread_and_chat_cells_share_the_conversation_both_ways(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    coder = ScriptedModel(
+        [py("errors = [l for l in logs if 'ERROR' in l]\nFINAL(len(errors))"), py("FINAL(errors[0])")]
+    )
+    seen: list[list[tuple[str, str]]] = []
+
+    def chat(request: ModelRequest) -> ModelResponse:
+        seen.append([(m.role, m.text) for m in request.messages if m.role in ("user", "assistant")])
+        return ScriptedModel.text("The first error is the one to fix.")
+
+    session.register_model("coder", coder)
+    session.register_model("chat", FunctionModel(chat))
+    shell.user_ns["logs"] = ["ERROR a", "INFO b", "ERROR c"]
+    run_ok(shell, "%%agent --rlm local --thread audit --context logs --model coder --wait\nHow many errors?")
+    assert session.thread_id == "audit"  # like a chat cell's --thread, it became the current thread
+    run_ok(shell, "%%agent --thread audit --model chat --wait\nWhich one matters?")
+    # the chat run saw the RLM's task and answer as an ordinary turn
+    assert seen[0] == [("user", "How many errors?"), ("assistant", "2"), ("user", "Which one matters?")]
+    run_ok(shell, "%%agent --rlm local --thread audit --model coder --wait\nShow it.")
+    assert last_run(shell).final_text == "ERROR a"
+    sent = [(m.role, m.text) for m in coder.requests[-1].messages if m.role in ("user", "assistant")]
+    # ... and the next RLM turn saw the chat turn, between its last answer and its next task
+    at = sent.index(("user", "Which one matters?"))
+    assert sent[at + 1] == ("assistant", "The first error is the one to fix.")
+    assert sent[at + 2][1].startswith("Next task:\nShow it.")
+    history = [(m.role, m.text) for m in session.messages("audit")]
+    assert history[-2:] == [("user", "Show it."), ("assistant", "ERROR a")]
+    assert len(history) == 6  # two RLM turns and one chat turn, each once
+    # the record of the last RLM run shows its own steps, not the chat turn it was given
+    record = last_run(shell)._repr_mimebundle_()["text/plain"]
+    assert "The first error is the one to fix." not in record

@@ -5,14 +5,15 @@ the magic a ``NotebookRun`` like any other (same dashboard, handle, blocking/bac
 The child kernel is made once per session and reused by its RLM runs; ``--rlm local`` runs the code
 in this kernel's process instead (trusted code only: see ``docs/rlm.md``). ``--thread NAME`` runs
 in the thread's ``RLMSession``: a REPL of its own whose variables, and the transcript, carry over
-from one cell to the next.
+from one cell to the next; the session joins the thread's conversation (its task and answer enter
+the thread's history, and the chat turns since its last run come before its next task).
 """
 
 from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from IPython.core.error import UsageError
 
@@ -43,8 +44,9 @@ def thread_session(session: NotebookSession, thread: str, environment: str) -> R
     """The RLM session of ``--thread NAME`` (made by its first cell): its REPL and transcript persist."""
     threads = _THREADS.setdefault(session, {})
     kept = threads.get(thread)
-    if kept is None:
-        kept = threads[thread] = RLMSession("local" if environment == "local" else "kernel")
+    if kept is None or kept.closed:
+        kind: Literal["kernel", "local"] = "local" if environment == "local" else "kernel"
+        kept = threads[thread] = RLMSession(kind, history=session.history, thread_id=thread)
     elif kept.environment.name != ("local" if environment == "local" else "kernel"):
         raise ConfigurationError(
             f"--thread {thread}: its REPL is {kept.environment.name!r}, this cell asks for {environment!r}",
@@ -129,6 +131,8 @@ def rlm_starter(
         )
         kept = thread_session(session, thread_id, environment) if thread_id else None
         harness, messages = rlm.prepare(prompt, values, session=kept)
+        if thread_id:  # like a chat run's --thread: it becomes the current thread, and the run's
+            session.use_thread(thread_id)
         ctx = session.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
         ctx.budgets = session.budgets_for(ctx, rlm.model)  # the notebook's caps bind the run and its sub-queries
         if timeout_s is not None:

@@ -28,7 +28,7 @@ from tinyagents_nb.harness import (
     resolve_model,
 )
 
-from ._config import RLMLimits
+from ._config import RLMError, RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
 from ._environment import Environment
 from ._kernel import KernelEnvironment
@@ -134,12 +134,14 @@ class RLM:
         Raises:
             ConfigurationError: An empty task.
             ContextValueError: A value cannot be given to the environment (named in the message).
-            RLMError: The session is running another task.
+            RLMError: The session is running another task, or was closed.
         """
         if session is None:
             return self._build(task, dict(context or {}), self.environment, depth=0)
+        if session.closed:
+            raise RLMError("this RLM session was closed", hint="start a new session (its variables are gone)")
         harness, messages = self._build(task, dict(context or {}), session.environment, depth=0, session=session)
-        session.begin()
+        session.begin(task)
         return harness, messages
 
     def _build(
@@ -190,14 +192,16 @@ class RLM:
             # state never is); a run without a session keeps its protocol turns whole
             pressure="default" if session is not None else None,
         )
+        turns = session.thread_turns() if session is not None else []  # the thread's chat turns since its last run
         if session is not None and session.messages:
-            return harness, [*session.messages, UserMessage(text=follow_up_message(task, values))]
+            return harness, [*session.messages, *turns, UserMessage(text=follow_up_message(task, values))]
         taught = depth if state.spawn is not None else limits.max_depth  # rlm_query is taught where it works
         extra = f"\n{self.instructions.strip()}\n" if self.instructions else ""
         if state.typed is not None:
             extra += f"\n{state.typed.instructions()}\n"
         opening = first_message(task, values, environment=environment.name, limits=limits)
-        return harness, [SystemMessage(text=system_prompt(limits, depth=taught) + extra), UserMessage(text=opening)]
+        system = SystemMessage(text=system_prompt(limits, depth=taught) + extra)
+        return harness, [system, *turns, UserMessage(text=opening)]
 
     async def _spawn(self, ctx: RunContext[Any], prompt: str, context: Any, depth: int) -> AgentRun:
         """One ``rlm_query`` child: a pooled REPL holding ``context``, run as a child of ``ctx``."""
