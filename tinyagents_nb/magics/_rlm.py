@@ -11,6 +11,7 @@ the thread's history, and the chat turns since its last run come before its next
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
@@ -25,7 +26,7 @@ from ._handle import NotebookRun
 from ._offline import OfflineModel
 from ._session import NotebookSession
 
-__all__ = ["output_class", "rlm_starter"]
+__all__ = ["close_thread", "output_class", "rlm_starter", "rlm_threads"]
 
 _KERNELS: weakref.WeakKeyDictionary[NotebookSession, KernelEnvironment] = weakref.WeakKeyDictionary()
 _THREADS: weakref.WeakKeyDictionary[NotebookSession, dict[str, RLMSession]] = weakref.WeakKeyDictionary()
@@ -40,9 +41,38 @@ def session_kernel(session: NotebookSession) -> KernelEnvironment:
     return env
 
 
+def rlm_threads(session: NotebookSession) -> dict[str, RLMSession]:
+    """The notebook session's RLM thread sessions by thread (their REPLs and transcripts)."""
+    threads = _THREADS.get(session)
+    if threads is None:
+        threads = _THREADS[session] = {}
+        session.thread_listeners.append(functools.partial(_dropped, weakref.ref(session)))
+    return threads
+
+
+def close_thread(session: NotebookSession, thread: str) -> RLMSession | None:
+    """End an RLM thread's session: its REPL stops (at the end of a run going on); ``None`` if there is none."""
+    kept = rlm_threads(session).pop(thread, None)
+    if kept is not None:
+        kept.close()
+    return kept
+
+
+def _dropped(ref: weakref.ReferenceType[NotebookSession], thread: str | None) -> None:
+    """A thread was dropped (``None``: the session closed or reset): its RLM session's REPL stops."""
+    session = ref()
+    if session is None:
+        return
+    for name in list(rlm_threads(session)) if thread is None else [thread]:
+        close_thread(session, name)
+    kernel = _KERNELS.pop(session, None) if thread is None else None
+    if kernel is not None:
+        kernel.close()
+
+
 def thread_session(session: NotebookSession, thread: str, environment: str) -> RLMSession:
     """The RLM session of ``--thread NAME`` (made by its first cell): its REPL and transcript persist."""
-    threads = _THREADS.setdefault(session, {})
+    threads = rlm_threads(session)
     kept = threads.get(thread)
     if kept is None or kept.closed:
         kind: Literal["kernel", "local"] = "local" if environment == "local" else "kernel"
