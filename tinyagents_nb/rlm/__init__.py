@@ -46,6 +46,9 @@ from ._events import (
     RLMPartialAnswer as RLMPartialAnswer,
     RLMStarted as RLMStarted,
 )
+from ._frame_schema import (
+    DataFrameSchema as DataFrameSchema,
+)
 from ._kernel import (
     KernelEnvironment as KernelEnvironment,
 )
@@ -82,6 +85,7 @@ __all__ = [
     "BridgeServer",
     "CodeApproval",
     "ContextValueError",
+    "DataFrameSchema",
     "Environment",
     "EnvironmentName",
     "ExecutionResult",

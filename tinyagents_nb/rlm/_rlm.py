@@ -76,7 +76,8 @@ class RLM:
             ``environment``, pooled and reused; required for ``rlm_query`` with an ``Environment``
             of your own).
         output_type: The type the root run's answer must validate against (a pydantic model, or
-            any type pydantic validates); one failed validation is sent back to the model, a second
+            any type pydantic validates, or a ``DataFrameSchema`` / a mapping of column names to
+            dtypes for a DataFrame answer); one failed validation is sent back to the model, a second
             ends the run with ``StructuredOutputError``. The value is ``run.structured.value``.
         keep_children: Keep the children's REPLs (child kernels) for the next run (``close()``
             stops them); ``False`` stops them when each root run ends.
