@@ -286,3 +286,18 @@ def test_agent_rlm_close_and_thread_drop_end_an_rlm_threads_repl(
     kept = rlm_threads(session)["b"]
     session.reset()  # a reset drops every thread: their REPLs stop
     assert kept.closed
+
+
+def test_rlm_output_takes_a_dataframe_schema_from_the_notebook(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    shell.run_cell("from tinyagents_nb.rlm import DataFrameSchema\nschema = DataFrameSchema({'n': 'int'})")
+    session.register_model(
+        "fake",
+        ScriptedModel([py("import pandas as pd\nanswer.update(content=pd.DataFrame({'n': [1, 2]}), ready=True)")]),
+    )
+    run_ok(shell, "%%agent --rlm local --output schema --model fake --wait\nTable.")
+    outcome = last_run(shell).outcome
+    assert outcome is not None
+    assert outcome.structured is not None
+    assert outcome.structured.value["n"].tolist() == [1, 2]

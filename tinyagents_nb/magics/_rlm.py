@@ -20,7 +20,15 @@ from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import ConfigurationError, SteeringHandle
 from tinyagents_nb.harness.steering import SteeringPolicy
-from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits, RLMSession
+from tinyagents_nb.rlm import (
+    RLM,
+    DataFrameSchema,
+    Environment,
+    KernelEnvironment,
+    LocalEnvironment,
+    RLMLimits,
+    RLMSession,
+)
 
 from ._handle import NotebookRun
 from ._offline import OfflineModel
@@ -85,13 +93,15 @@ def thread_session(session: NotebookSession, thread: str, environment: str) -> R
     return kept
 
 
-def output_class(name: str | None, user_ns: Mapping[str, Any]) -> type | None:
-    """``--output CLASS`` with ``--rlm``: the notebook class the answer must validate against."""
+def output_class(name: str | None, user_ns: Mapping[str, Any]) -> Any:
+    """``--output NAME`` with ``--rlm``: the notebook class (or ``DataFrameSchema``) the answer must fit."""
     if not name:
         return None
     found = user_ns.get(name)
-    if not isinstance(found, type):
-        raise UsageError(f"--output {name!r}: no class of that name in the notebook (a pydantic model)")
+    if not isinstance(found, type | DataFrameSchema):
+        raise UsageError(
+            f"--output {name!r}: no class of that name in the notebook (a pydantic model, or a DataFrameSchema)"
+        )
     return found
 
 
