@@ -266,11 +266,7 @@ class AgentMagics(magic.Magics):
         "--map", metavar="NAME", help="run the body, a {{column}} template, over every row of the DataFrame NAME"
     )
     @_argument("--into", metavar="VAR", help="with --map: bind the result frame to VAR (default: NAME_result)")
-    @_argument(
-        "--output",
-        metavar="CLASS",
-        help="with --map: a model whose fields are columns; --rlm: the answer's class or DataFrameSchema",
-    )
+    @_argument("--output", metavar="CLASS", help="with --map: a model whose fields are columns; --rlm: the answer's")
     @_argument("--executor", metavar="E", help="with --map: local (default), batch, ray or dask")
     @_argument("--concurrency", type=positive_int, metavar="N", help="with --map: rows in flight at once (16)")
     @_argument("--budget", type=float, metavar="USD", help="with --map: stop before the map spends more than this")
