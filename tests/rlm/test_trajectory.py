@@ -186,3 +186,16 @@ def test_corrupted_truncated_and_newer_files_are_typed_errors(tmp_path: Path) ->
         Trajectory.load(tmp_path / "bin.jsonl")
     with pytest.raises(TrajectoryError, match="no trajectory kept"):
         RLM(model=ScriptedModel([]), environment="local").trajectory("nope")
+
+
+async def test_the_recorder_stops_listening_when_the_run_ends() -> None:
+    ctx = RunContext()
+    listening = len(ctx.events._listeners)
+    rlm = RLM(model=ScriptedModel([fenced("FINAL(1)")]), environment="local")
+    await rlm.invoke_in_context(ctx, "Go.")
+    assert len(ctx.events._listeners) == listening  # a completed run: detached at its run.completed
+    failing = RLM(model=ScriptedModel([fenced("print(1)")]), environment="local", limits=RLMLimits(max_iterations=1))
+    with pytest.raises(Exception, match="replies with code"):
+        await failing.invoke_in_context(ctx, "Loop.")
+    assert len(ctx.events._listeners) == listening  # a failed one: after its partial answer
+    assert ctx.events.listener_errors == 0

@@ -111,7 +111,9 @@ class RLM:
         self.middleware = tuple(middleware)
         self.approve_code = approve_code
         self.name = name
-        self.sub_harness: AgentHarness[Any] = AgentHarness(model=self.sub_model, policy=self.policy, name="llm")
+        # a sub-query has no tools: no tool-result limit (its middleware and reader provider cost every call)
+        sub_policy = dataclasses.replace(self.policy, tool_result_limit=None)
+        self.sub_harness: AgentHarness[Any] = AgentHarness(model=self.sub_model, policy=sub_policy, name="llm")
         factory = child_environment if child_environment is not None else child_factory(self.environment)
         self.children = EnvironmentPool(factory) if factory is not None else None
         self.output_type = output_type

@@ -265,11 +265,11 @@ class TrajectoryRecorder:
                     self.events.setdefault(offset, event)
 
     def __call__(self, offset: int, event: AgentEvent) -> None:
-        if str(event.root_run_id) != self.tree_root_id:
+        if event.root_run_id != self.tree_root_id:  # ids are str: no conversion on this per-event path
             return
         with self._lock:
             self.events[offset] = event
-        if isinstance(event, RunCompleted) and str(event.run_id) == self.root_run_id:
+        if event.kind == "run.completed" and event.run_id == self.root_run_id:
             self.detach()
 
     def detach(self) -> None:
