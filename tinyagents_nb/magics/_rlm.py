@@ -168,6 +168,7 @@ def rlm_starter(
             name=name or "rlm",
             output_type=output_type,
             keep_children=False,  # this RLM lives for one cell: its rlm_query kernels must not outlive it
+            keep_trajectories=0,  # the session's journal has the events (%agent trajectory reads it)
         )
         kept = thread_session(session, thread_id, environment) if thread_id else None
         harness, messages = rlm.prepare(prompt, values, session=kept)
