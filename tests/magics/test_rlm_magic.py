@@ -252,7 +252,7 @@ def test_agent_trajectory_shows_and_saves_an_rlm_runs_tree(
     assert isinstance(shown, Trajectory)
     assert shown.root.answer == "['aa', 'bb']"
     assert [c.answer for c in shown.children(shown.root)] == ["aa", "bb"]
-    assert live_html(shown.to_markdown()) == []
+    assert live_html(shell.display_formatter.format(shown)[0]["text/markdown"]) == []
     path = tmp_path / "t.jsonl"
     assert shell.run_line_magic("agent", f"trajectory t {path}") is None
     assert Trajectory.load(path).runs == shown.runs

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.widgets.markdown_check import live_html
 from tinyagents_nb.harness import ModelRequest, ModelResponse, RunContext, Usage
 from tinyagents_nb.harness.observability import InMemoryEventJournal, JournalSink
 from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
@@ -25,8 +24,6 @@ from tinyagents_nb.rlm import (
 from .test_rlm_recursion import fenced, recursive_model, task_of, turn_of
 
 pytestmark = pytest.mark.anyio
-
-HOSTILE = "<script>alert(1)</script><img src=x onerror=alert(2)>[click](javascript:alert(3))"
 
 
 async def test_a_nested_tree_round_trips_through_a_file_and_matches_the_run(tmp_path: Path) -> None:
@@ -109,30 +106,6 @@ async def test_a_limit_ended_run_keeps_its_error_and_partial_answer(tmp_path: Pa
     assert trajectory.answer == "about 40"
     trajectory.save(tmp_path / "t.jsonl")
     assert Trajectory.load(tmp_path / "t.jsonl").root.partial_answer == "about 40"
-    text = trajectory.to_text()
-    assert "partial answer: about 40" in text
-
-
-async def test_hostile_code_and_output_render_inert() -> None:
-    model = ScriptedModel([fenced(f"print({HOSTILE!r})"), fenced(f"FINAL({HOSTILE!r})")])
-    rlm = RLM(model=model, environment="local")
-    run = await rlm.invoke(f"Task {HOSTILE}")
-    trajectory = rlm.trajectory(run)
-    markdown = trajectory._repr_mimebundle_()["text/markdown"]
-    assert live_html(markdown) == []  # what a real renderer makes of it: no live tag, handler or link
-    assert markdown.count("alert(1)") >= 3  # the task, the code and its output: shown as text, not dropped
-    plain = trajectory._repr_mimebundle_()["text/plain"]
-    assert "<script>alert(1)</script>" in plain  # plain text is inert by nature
-
-
-async def test_a_terminal_escape_never_reaches_the_plain_view() -> None:
-    model = ScriptedModel([fenced("print('\\x1b]52;c;aGk=\\x07owned')"), fenced("FINAL('done')")])
-    rlm = RLM(model=model, environment="local")
-    run = await rlm.invoke("Go.")
-    view = rlm.trajectory(run)
-    assert "\x1b" not in view.to_text()
-    assert "\x1b" not in view.to_markdown()
-    assert "owned" in view.to_text()
 
 
 async def test_secrets_never_reach_the_trajectory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

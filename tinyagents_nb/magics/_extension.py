@@ -12,6 +12,7 @@ from typing import Any
 from ._interrupt import install_idle_interrupt, uninstall_idle_interrupt
 from ._magics import AgentMagics
 from ._session import _replace_session, get_session
+from ._trajectory_view import register_trajectory_view, unregister_trajectory_view
 from ._waiting import agent_cell_transformer, agent_wait_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -32,6 +33,7 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.extend(transforms)
         _TRANSFORMERS[id(ipython)] = transforms
     install_idle_interrupt(ipython, get_session)
+    register_trajectory_view(ipython)  # an RLM trajectory displays as its sanitised static view
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -55,6 +57,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         if transform in ipython.input_transformers_cleanup:
             ipython.input_transformers_cleanup.remove(transform)
     uninstall_idle_interrupt(ipython)
+    unregister_trajectory_view(ipython)
     if magics in ipython.configurables:
         ipython.configurables.remove(magics)
     session = _replace_session(None)

@@ -9,8 +9,9 @@ count, so a truncated copy is an error, not a shorter trajectory. ``Trajectory.l
 of it and raises ``TrajectoryError`` (``TrajectoryVersionError`` for a file from a newer version).
 
 Everything in a trajectory came from a model or from code it wrote: it is untrusted text. Secrets
-(configured keys in the environment, key-shaped strings) are scrubbed when it is built, and its
-notebook view (``_trajectory_view``) goes through the package's Markdown sanitiser.
+(configured keys in the environment, key-shaped strings) are scrubbed when it is built. Its
+notebook view is the magics' (``%load_ext tinyagents_nb`` registers it as the display of a
+``Trajectory``), through the package's Markdown sanitiser; this family never imports the widgets.
 """
 
 from __future__ import annotations
@@ -28,7 +29,6 @@ from tinyagents_nb.harness import Usage
 
 from ._config import RLMError
 from ._trajectory_model import TrajectoryRun
-from ._trajectory_view import trajectory_markdown, trajectory_text
 
 __all__ = [
     "TRAJECTORY_FORMAT",
@@ -212,18 +212,6 @@ class Trajectory:
             )
         exported = header.get("exported_at")
         return cls(runs, exported_at=float(exported) if isinstance(exported, int | float) else 0.0)
-
-    # ------------------------------------------------------------------ display
-    def to_markdown(self) -> str:
-        """The sanitised Markdown view (what a notebook shows and keeps in the saved file)."""
-        return trajectory_markdown(self)
-
-    def to_text(self) -> str:
-        """The plain-text view (control characters removed)."""
-        return trajectory_text(self)
-
-    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, str]:
-        return {"text/plain": self.to_text(), "text/markdown": self.to_markdown()}
 
     def __repr__(self) -> str:
         root = self.root

@@ -1,11 +1,12 @@
-"""A trajectory's static notebook view: ``text/markdown`` with a ``text/plain`` twin.
+"""A trajectory's static notebook view: ``text/markdown`` with a ``text/plain`` twin (IPython formatters).
 
 Static on purpose: it is what the saved notebook keeps (no widget, no script), so it survives
 save, nbconvert and GitHub. Everything shown came from a model or its code: code and outputs are
 fenced (a fence longer than any backtick run inside, so nothing can close it), prose goes through
 the package's ``safe_markdown``, and so does the whole document once more; the plain twin has its
-terminal control sequences removed. The sanitiser lives with the widgets (imported when a view is
-rendered, never when ``tinyagents_nb.rlm`` is imported).
+terminal control sequences removed. ``%load_ext tinyagents_nb`` registers both as the display
+formatters of ``Trajectory`` (the ``rlm`` family never imports the widgets' sanitiser itself), so
+``Trajectory.load(path)`` as a cell's last line shows the view.
 
 Sub-queries (``llm``) can number in the thousands: a step lists the first few and counts the rest.
 ``rlm_query`` children are shown in full under the step that started them (their heading names
@@ -16,27 +17,12 @@ from __future__ import annotations
 
 import re
 from decimal import Decimal
-from typing import Protocol
+from typing import Any
 
-from tinyagents_nb.harness import Usage
+from tinyagents_nb.rlm import Trajectory, TrajectoryRun, TrajectoryStep
+from tinyagents_nb.widgets import safe_markdown, strip_controls
 
-from ._trajectory_model import TrajectoryRun, TrajectoryStep
-
-__all__ = ["trajectory_markdown", "trajectory_text"]
-
-
-class Trajectory(Protocol):
-    """What the view reads of a ``Trajectory`` (the class imports this module, not the other way)."""
-
-    @property
-    def root(self) -> TrajectoryRun: ...
-    @property
-    def runs(self) -> tuple[TrajectoryRun, ...]: ...
-    @property
-    def usage(self) -> Usage: ...
-    @property
-    def cost_usd(self) -> Decimal | None: ...
-    def children(self, run: TrajectoryRun | str) -> list[TrajectoryRun]: ...
+__all__ = ["register_trajectory_view", "trajectory_markdown", "trajectory_text", "unregister_trajectory_view"]
 
 
 _TICKS = re.compile(r"`+")
@@ -103,16 +89,12 @@ def _indent(text: str, depth: int) -> str:
 
 def trajectory_markdown(trajectory: Trajectory) -> str:
     """The sanitised Markdown view."""
-    from tinyagents_nb.widgets import safe_markdown
-
     writer = _render(trajectory, _words)
     return safe_markdown("\n\n".join(writer.md))
 
 
 def trajectory_text(trajectory: Trajectory) -> str:
     """The plain-text view, without terminal control sequences."""
-    from tinyagents_nb.widgets import strip_controls
-
     writer = _render(trajectory, lambda text: text)
     return strip_controls("\n".join(writer.plain))
 
@@ -224,3 +206,20 @@ def _sub_calls(
             head = f"rlm_query child ({_tree_tokens(trajectory, child):,} tokens in its tree)"
             writer.line(f"*{prose(head)}*", head, depth + 1)
             _run(trajectory, child, writer, prose, depth + 1)
+
+
+def _plain(trajectory: Trajectory, printer: Any, cycle: bool) -> None:
+    printer.text(trajectory_text(trajectory))
+
+
+def register_trajectory_view(ipython: Any) -> None:
+    """Show ``Trajectory`` objects with these views in ``ipython``'s outputs."""
+    formatters = ipython.display_formatter.formatters
+    formatters["text/markdown"].for_type(Trajectory, trajectory_markdown)
+    formatters["text/plain"].for_type(Trajectory, _plain)
+
+
+def unregister_trajectory_view(ipython: Any) -> None:
+    formatters = ipython.display_formatter.formatters
+    for mime in ("text/markdown", "text/plain"):
+        formatters[mime].pop(Trajectory, None)
