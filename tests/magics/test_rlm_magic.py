@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from tinyagents_nb.harness import ModelResponse
-from tinyagents_nb.harness.testkit import ScriptedModel
+from tests.widgets.markdown_check import live_html
+from tinyagents_nb.harness import ModelRequest, ModelResponse
+from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 from tinyagents_nb.magics import NotebookSession
-from tinyagents_nb.magics._rlm import session_kernel
-from tinyagents_nb.rlm import RLMCode
+from tinyagents_nb.magics._rlm import rlm_threads, session_kernel
+from tinyagents_nb.rlm import RLMCode, Trajectory
 
 from .conftest import last_run, run_error, run_ok
 
@@ -203,3 +205,99 @@ def test_rlm_output_validates_the_answer_against_a_notebook_class(
     error = run_error(shell, "%%agent --rlm local --output Missing --model fake\nTally.")
     assert isinstance(error, UsageError)
     assert "no class of that name" in str(error)
+
+
+def test_an_rlm_thread_and_chat_cells_share_the_conversation_both_ways(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    coder = ScriptedModel(
+        [py("errors = [l for l in logs if 'ERROR' in l]\nFINAL(len(errors))"), py("FINAL(errors[0])")]
+    )
+    seen: list[list[tuple[str, str]]] = []
+
+    def chat(request: ModelRequest) -> ModelResponse:
+        seen.append([(m.role, m.text) for m in request.messages if m.role in ("user", "assistant")])
+        return ScriptedModel.text("The first error is the one to fix.")
+
+    session.register_model("coder", coder)
+    session.register_model("chat", FunctionModel(chat))
+    shell.user_ns["logs"] = ["ERROR a", "INFO b", "ERROR c"]
+    run_ok(shell, "%%agent --rlm local --thread audit --context logs --model coder --wait\nHow many errors?")
+    assert session.thread_id == "audit"  # like a chat cell's --thread, it became the current thread
+    run_ok(shell, "%%agent --thread audit --model chat --wait\nWhich one matters?")
+    # the chat run saw the RLM's task and answer as an ordinary turn
+    assert seen[0] == [("user", "How many errors?"), ("assistant", "2"), ("user", "Which one matters?")]
+    run_ok(shell, "%%agent --rlm local --thread audit --model coder --wait\nShow it.")
+    assert last_run(shell).final_text == "ERROR a"
+    sent = [(m.role, m.text) for m in coder.requests[-1].messages if m.role in ("user", "assistant")]
+    # ... and the next RLM turn saw the chat turn, between its last answer and its next task
+    at = sent.index(("user", "Which one matters?"))
+    assert sent[at + 1] == ("assistant", "The first error is the one to fix.")
+    assert sent[at + 2][1].startswith("Next task:\nShow it.")
+    history = [(m.role, m.text) for m in session.messages("audit")]
+    assert history[-2:] == [("user", "Show it."), ("assistant", "ERROR a")]
+    assert len(history) == 6  # two RLM turns and one chat turn, each once
+    # the record of the last RLM run shows its own steps, not the chat turn it was given
+    record = last_run(shell)._repr_mimebundle_()["text/plain"]
+    assert "The first error is the one to fix." not in record
+
+
+def test_agent_trajectory_shows_and_saves_an_rlm_runs_tree(
+    shell: InteractiveShell, session: NotebookSession, tmp_path: Path
+) -> None:
+    session.register_model("coder", ScriptedModel([py("r = llm_batch(['a', 'b'])\nprint(r)"), py("FINAL(r)")]))
+    session.register_model("sub", FunctionModel(lambda r: ScriptedModel.text(r.messages[-1].text * 2)))
+    run_ok(shell, "%%agent --rlm local --sub-model sub --model coder --name t --wait\n<b>Double</b> them.")
+    shown = shell.run_line_magic("agent", "trajectory t")
+    assert isinstance(shown, Trajectory)
+    assert shown.root.answer == "['aa', 'bb']"
+    assert [c.answer for c in shown.children(shown.root)] == ["aa", "bb"]
+    assert live_html(shell.display_formatter.format(shown)[0]["text/markdown"]) == []
+    path = tmp_path / "t.jsonl"
+    assert shell.run_line_magic("agent", f"trajectory t {path}") is None
+    assert Trajectory.load(path).runs == shown.runs
+    session.register_model("chat", ScriptedModel(["hi"]))
+    run_ok(shell, "%%agent --model chat --name c --wait\nHello.")
+    error = run_error(shell, "%agent trajectory c")
+    assert isinstance(error, UsageError)
+    assert "not an RLM run" in str(error)
+
+
+def test_agent_rlm_close_and_thread_drop_end_an_rlm_threads_repl(
+    shell: InteractiveShell, session: NotebookSession, capsys: pytest.CaptureFixture[str]
+) -> None:
+    session.register_model("coder", ScriptedModel([py("x = 41\nFINAL(x)"), py("FINAL('x' in dir())")] * 3))
+    run_ok(shell, "%%agent --rlm local --thread a --model coder --wait\nSet x.")
+    first = rlm_threads(session)["a"]
+    assert shell.run_line_magic("agent", "rlm")["thread"].tolist() == ["a"]
+    run_ok(shell, "%agent rlm close a")
+    assert "closed the RLM session of thread a" in capsys.readouterr().out
+    assert first.closed
+    assert rlm_threads(session) == {}
+    run_ok(shell, "%%agent --rlm local --thread a --model coder --wait\nIs x there?")
+    assert last_run(shell).final_text == "False"  # a fresh REPL
+    assert isinstance(run_error(shell, "%agent rlm close nope"), UsageError)
+    # dropping the thread forgets its messages and stops its REPL
+    kept = rlm_threads(session)["a"]
+    run_ok(shell, "%agent thread drop a")
+    assert kept.closed
+    assert session.messages("a") == []
+    run_ok(shell, "%%agent --rlm local --thread b --model coder --wait\nSet x.")
+    kept = rlm_threads(session)["b"]
+    session.reset()  # a reset drops every thread: their REPLs stop
+    assert kept.closed
+
+
+def test_rlm_output_takes_a_dataframe_schema_from_the_notebook(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    shell.run_cell("from tinyagents_nb.rlm import DataFrameSchema\nschema = DataFrameSchema({'n': 'int'})")
+    session.register_model(
+        "fake",
+        ScriptedModel([py("import pandas as pd\nanswer.update(content=pd.DataFrame({'n': [1, 2]}), ready=True)")]),
+    )
+    run_ok(shell, "%%agent --rlm local --output schema --model fake --wait\nTable.")
+    outcome = last_run(shell).outcome
+    assert outcome is not None
+    assert outcome.structured is not None
+    assert outcome.structured.value["n"].tolist() == [1, 2]

@@ -33,6 +33,7 @@ from ._mcp import mcp_command
 from ._notebook import NOTEBOOK_COMMANDS
 from ._offline import OFFLINE_MODEL
 from ._pricing import set_price
+from ._rlm_commands import RLM_COMMANDS
 from ._session import NotebookSession
 from ._trace import trace_command
 from ._waiting import WaitOutcome, sync_delivery, wait_runs, wait_runs_async
@@ -244,6 +245,12 @@ def _history(host: CommandHost, session: NotebookSession, args: list[str]) -> An
 
 
 def _thread(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
+    if args[:1] == ["drop"]:
+        if len(args) != 2:
+            raise UsageError("usage: %agent thread drop THREAD")
+        session.drop_thread(args[1])  # its messages are forgotten, its RLM session's REPL stops
+        print(f"dropped thread {args[1]}")
+        return
     choice = _at_most_one("thread", args, "thread")
     if choice is not None:
         session.use_thread(None if choice == "new" else choice)
@@ -343,6 +350,7 @@ COMMANDS: Mapping[str, Command] = {
     "reset": _reset,
     **APPROVAL_COMMANDS,
     **NOTEBOOK_COMMANDS,
+    **RLM_COMMANDS,
 }
 
 

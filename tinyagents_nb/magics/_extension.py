@@ -15,6 +15,7 @@ from ._interrupt import install_idle_interrupt, uninstall_idle_interrupt
 from ._magics import AgentMagics
 from ._session import _replace_session, get_session
 from ._stop_clicks import install_stop_clicks
+from ._trajectory_view import register_trajectory_view, unregister_trajectory_view
 from ._waiting import agent_cell_transformer, agent_wait_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -36,6 +37,7 @@ def load_ipython_extension(ipython: Any) -> None:
         _TRANSFORMERS[id(ipython)] = transforms
         install_stop_clicks(ipython)  # Stop clicks heard while the agent's code holds the main thread
     install_idle_interrupt(ipython, get_session)
+    register_trajectory_view(ipython)  # an RLM trajectory displays as its sanitised static view
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -59,6 +61,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         if transform in ipython.input_transformers_cleanup:
             ipython.input_transformers_cleanup.remove(transform)
     uninstall_idle_interrupt(ipython)
+    unregister_trajectory_view(ipython)
     if magics in ipython.configurables:
         ipython.configurables.remove(magics)
     session = _replace_session(None)

@@ -451,7 +451,9 @@ class AgentMagics(magic.Magics):
         cost                cost and tokens by run, agent and model
         context [THREAD]    the context-window gauge of a thread
         history [THREAD]    a thread's saved messages
-        thread [new|ID]     show, start or switch the conversation thread
+        thread [new|ID|drop ID]  show, start, switch or drop (forget) a conversation thread
+        rlm [close THREAD]  the RLM thread sessions; close one (its REPL stops)
+        trajectory [RUN] [PATH]  an RLM run's trajectory: shown, or saved as JSON Lines
         model [NAME]        show or set the default model
         models              known providers (with whether their key is set) and registered models
         tools [add F…|remove NAME…]  list, add (notebook functions) or remove tools

@@ -46,9 +46,11 @@ def _clip(text: str, width: int) -> str:
 
 def _own_messages(messages: Sequence[Message], prompt: str) -> Sequence[Message]:
     """The messages this run added: everything after its prompt (the loaded history comes before it)."""
+    asked = prompt.strip()
+    opening = (f"Task:\n{asked}\n", f"Next task:\n{asked}\n")  # an RLM run's task message (a session's next)
     for index in range(len(messages) - 1, -1, -1):
         message = messages[index]
-        if isinstance(message, UserMessage) and message.text.strip() == prompt.strip():
+        if isinstance(message, UserMessage) and (message.text.strip() == asked or message.text.startswith(opening)):
             return messages[index + 1 :]
     return [m for m in messages if isinstance(m, AssistantMessage | ToolMessage)]
 

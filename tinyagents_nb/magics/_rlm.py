@@ -5,26 +5,36 @@ the magic a ``NotebookRun`` like any other (same dashboard, handle, blocking/bac
 The child kernel is made once per session and reused by its RLM runs; ``--rlm local`` runs the code
 in this kernel's process instead (trusted code only: see ``docs/rlm.md``). ``--thread NAME`` runs
 in the thread's ``RLMSession``: a REPL of its own whose variables, and the transcript, carry over
-from one cell to the next.
+from one cell to the next; the session joins the thread's conversation (its task and answer enter
+the thread's history, and the chat turns since its last run come before its next task).
 """
 
 from __future__ import annotations
 
+import functools
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import ConfigurationError, SteeringHandle
 from tinyagents_nb.harness.steering import SteeringPolicy
-from tinyagents_nb.rlm import RLM, Environment, KernelEnvironment, LocalEnvironment, RLMLimits, RLMSession
+from tinyagents_nb.rlm import (
+    RLM,
+    DataFrameSchema,
+    Environment,
+    KernelEnvironment,
+    LocalEnvironment,
+    RLMLimits,
+    RLMSession,
+)
 
 from ._handle import NotebookRun
 from ._offline import OfflineModel
 from ._session import NotebookSession
 
-__all__ = ["output_class", "rlm_starter"]
+__all__ = ["close_thread", "output_class", "rlm_starter", "rlm_threads"]
 
 _KERNELS: weakref.WeakKeyDictionary[NotebookSession, KernelEnvironment] = weakref.WeakKeyDictionary()
 _THREADS: weakref.WeakKeyDictionary[NotebookSession, dict[str, RLMSession]] = weakref.WeakKeyDictionary()
@@ -39,12 +49,42 @@ def session_kernel(session: NotebookSession) -> KernelEnvironment:
     return env
 
 
+def rlm_threads(session: NotebookSession) -> dict[str, RLMSession]:
+    """The notebook session's RLM thread sessions by thread (their REPLs and transcripts)."""
+    threads = _THREADS.get(session)
+    if threads is None:
+        threads = _THREADS[session] = {}
+        session.thread_listeners.append(functools.partial(_dropped, weakref.ref(session)))
+    return threads
+
+
+def close_thread(session: NotebookSession, thread: str) -> RLMSession | None:
+    """End an RLM thread's session: its REPL stops (at the end of a run going on); ``None`` if there is none."""
+    kept = rlm_threads(session).pop(thread, None)
+    if kept is not None:
+        kept.close()
+    return kept
+
+
+def _dropped(ref: weakref.ReferenceType[NotebookSession], thread: str | None) -> None:
+    """A thread was dropped (``None``: the session closed or reset): its RLM session's REPL stops."""
+    session = ref()
+    if session is None:
+        return
+    for name in list(rlm_threads(session)) if thread is None else [thread]:
+        close_thread(session, name)
+    kernel = _KERNELS.pop(session, None) if thread is None else None
+    if kernel is not None:
+        kernel.close()
+
+
 def thread_session(session: NotebookSession, thread: str, environment: str) -> RLMSession:
     """The RLM session of ``--thread NAME`` (made by its first cell): its REPL and transcript persist."""
-    threads = _THREADS.setdefault(session, {})
+    threads = rlm_threads(session)
     kept = threads.get(thread)
-    if kept is None:
-        kept = threads[thread] = RLMSession("local" if environment == "local" else "kernel")
+    if kept is None or kept.closed:
+        kind: Literal["kernel", "local"] = "local" if environment == "local" else "kernel"
+        kept = threads[thread] = RLMSession(kind, history=session.history, thread_id=thread)
     elif kept.environment.name != ("local" if environment == "local" else "kernel"):
         raise ConfigurationError(
             f"--thread {thread}: its REPL is {kept.environment.name!r}, this cell asks for {environment!r}",
@@ -53,13 +93,15 @@ def thread_session(session: NotebookSession, thread: str, environment: str) -> R
     return kept
 
 
-def output_class(name: str | None, user_ns: Mapping[str, Any]) -> type | None:
-    """``--output CLASS`` with ``--rlm``: the notebook class the answer must validate against."""
+def output_class(name: str | None, user_ns: Mapping[str, Any]) -> Any:
+    """``--output NAME`` with ``--rlm``: the notebook class (or ``DataFrameSchema``) the answer must fit."""
     if not name:
         return None
     found = user_ns.get(name)
-    if not isinstance(found, type):
-        raise UsageError(f"--output {name!r}: no class of that name in the notebook (a pydantic model)")
+    if not isinstance(found, type | DataFrameSchema):
+        raise UsageError(
+            f"--output {name!r}: no class of that name in the notebook (a pydantic model, or a DataFrameSchema)"
+        )
     return found
 
 
@@ -126,9 +168,12 @@ def rlm_starter(
             name=name or "rlm",
             output_type=output_type,
             keep_children=False,  # this RLM lives for one cell: its rlm_query kernels must not outlive it
+            keep_trajectories=0,  # the session's journal has the events (%agent trajectory reads it)
         )
         kept = thread_session(session, thread_id, environment) if thread_id else None
         harness, messages = rlm.prepare(prompt, values, session=kept)
+        if thread_id:  # like a chat run's --thread: it becomes the current thread, and the run's
+            session.use_thread(thread_id)
         ctx = session.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
         ctx.budgets = session.budgets_for(ctx, rlm.model)  # the notebook's caps bind the run and its sub-queries
         if timeout_s is not None:

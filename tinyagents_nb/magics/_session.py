@@ -110,6 +110,8 @@ class NotebookSession:
         """What the agent may see and do in the notebook (set by the extension in a kernel; see ``_notebook``)."""
         self._built: dict[str, ChatModel] = {}
         self._offline: ChatModel | None = None
+        self.thread_listeners: list[Callable[[str | None], object]] = []
+        """Told when a thread is dropped (its id) or every thread is (``None``: reset, close); the RLM's thread REPLs stop."""
         self.loop = SessionLoop()
         """The loop thread every run executes on (so runs stream on while cells run synchronous code)."""
         self._open(store_path)
@@ -163,6 +165,12 @@ class NotebookSession:
         self.context = self.context.with_config(thread_id=thread)
         self.store.put(_META, "thread_id", str(thread))
         return str(thread)
+
+    def drop_thread(self, thread_id: str) -> None:
+        """Forget a thread: its saved messages, and what was kept for it (an RLM thread's REPL stops)."""
+        self.history.clear(thread_id)
+        for listener in list(self.thread_listeners):
+            listener(thread_id)
 
     def messages(self, thread_id: str | None = None) -> list[Message]:
         """The saved conversation of a thread (the current one by default)."""
@@ -452,6 +460,8 @@ class NotebookSession:
         for detach in self._detach:
             detach()
         self._detach = []
+        for listener in list(self.thread_listeners):
+            listener(None)
         self.journal.close()
         self.store.close()
 

@@ -46,6 +46,9 @@ from ._events import (
     RLMPartialAnswer as RLMPartialAnswer,
     RLMStarted as RLMStarted,
 )
+from ._frame_schema import (
+    DataFrameSchema as DataFrameSchema,
+)
 from ._kernel import (
     KernelEnvironment as KernelEnvironment,
 )
@@ -62,11 +65,27 @@ from ._rlm import (
 from ._session import (
     RLMSession as RLMSession,
 )
+from ._trajectory import (
+    TRAJECTORY_FORMAT as TRAJECTORY_FORMAT,
+    TRAJECTORY_VERSION as TRAJECTORY_VERSION,
+    Trajectory as Trajectory,
+    TrajectoryError as TrajectoryError,
+    TrajectoryVersionError as TrajectoryVersionError,
+)
+from ._trajectory_build import (
+    build_trajectory as build_trajectory,
+)
+from ._trajectory_model import (
+    TrajectoryCall as TrajectoryCall,
+    TrajectoryRun as TrajectoryRun,
+    TrajectoryStep as TrajectoryStep,
+)
 
 __all__ = [
     "BridgeServer",
     "CodeApproval",
     "ContextValueError",
+    "DataFrameSchema",
     "Environment",
     "EnvironmentName",
     "ExecutionResult",
@@ -85,6 +104,15 @@ __all__ = [
     "RLM_SYSTEM_PROMPT",
     "ReplyPart",
     "SubQueries",
+    "TRAJECTORY_FORMAT",
+    "TRAJECTORY_VERSION",
+    "Trajectory",
+    "TrajectoryCall",
+    "TrajectoryError",
+    "TrajectoryRun",
+    "TrajectoryStep",
+    "TrajectoryVersionError",
+    "build_trajectory",
     "describe_context",
     "describe_value",
     "extract_code_blocks",

@@ -138,7 +138,16 @@ def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Tra
 
 
 def _as_text(value: object) -> str:
-    """A non-string answer as JSON when it is JSON data (a typed answer's usual form), else ``str``."""
+    """A non-string answer as JSON when it is JSON data (a typed answer's usual form), else ``str``.
+
+    A DataFrame goes as pandas' table JSON (its column types included) for a ``DataFrameSchema`` answer.
+    """
+    to_json = getattr(value, "to_json", None)
+    if callable(to_json) and hasattr(value, "columns") and hasattr(value, "dtypes"):
+        try:
+            return str(to_json(orient="table", date_format="iso"))
+        except (TypeError, ValueError):
+            pass
     try:
         return json.dumps(value, ensure_ascii=False)
     except (TypeError, ValueError):

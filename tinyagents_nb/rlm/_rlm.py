@@ -28,7 +28,7 @@ from tinyagents_nb.harness import (
     resolve_model,
 )
 
-from ._config import RLMLimits
+from ._config import RLMError, RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
 from ._environment import Environment
 from ._kernel import KernelEnvironment
@@ -37,6 +37,8 @@ from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, follow_up_message, system_prompt
 from ._recursion import CHILD_AGENT, ClosePool, EnvironmentPool, RecursionMiddleware, child_factory
 from ._session import RLMSession
+from ._trajectory import Trajectory, TrajectoryError
+from ._trajectory_build import TrajectoryRecorder
 from ._typed import AnswerType
 
 __all__ = ["RLM", "EnvironmentName"]
@@ -74,10 +76,13 @@ class RLM:
             ``environment``, pooled and reused; required for ``rlm_query`` with an ``Environment``
             of your own).
         output_type: The type the root run's answer must validate against (a pydantic model, or
-            any type pydantic validates); one failed validation is sent back to the model, a second
+            any type pydantic validates, or a ``DataFrameSchema`` / a mapping of column names to
+            dtypes for a DataFrame answer); one failed validation is sent back to the model, a second
             ends the run with ``StructuredOutputError``. The value is ``run.structured.value``.
         keep_children: Keep the children's REPLs (child kernels) for the next run (``close()``
             stops them); ``False`` stops them when each root run ends.
+        keep_trajectories: How many of the latest root runs keep their events for
+            ``trajectory(run)`` (``0``: none).
     """
 
     def __init__(
@@ -95,6 +100,7 @@ class RLM:
         child_environment: Callable[[], Environment] | None = None,
         output_type: Any = None,
         keep_children: bool = True,
+        keep_trajectories: int = 8,
     ) -> None:
         self.model = resolve_model(model)
         self.sub_model = resolve_model(sub_model) if sub_model is not None else self.model
@@ -105,11 +111,15 @@ class RLM:
         self.middleware = tuple(middleware)
         self.approve_code = approve_code
         self.name = name
-        self.sub_harness: AgentHarness[Any] = AgentHarness(model=self.sub_model, policy=self.policy, name="llm")
+        # a sub-query has no tools: no tool-result limit (its middleware and reader provider cost every call)
+        sub_policy = dataclasses.replace(self.policy, tool_result_limit=None)
+        self.sub_harness: AgentHarness[Any] = AgentHarness(model=self.sub_model, policy=sub_policy, name="llm")
         factory = child_environment if child_environment is not None else child_factory(self.environment)
         self.children = EnvironmentPool(factory) if factory is not None else None
         self.output_type = output_type
         self.keep_children = keep_children
+        self.keep_trajectories = max(0, keep_trajectories)
+        self._recorders: dict[str, TrajectoryRecorder] = {}
         if output_type is not None:
             try:
                 AnswerType(output_type)
@@ -127,12 +137,14 @@ class RLM:
         Raises:
             ConfigurationError: An empty task.
             ContextValueError: A value cannot be given to the environment (named in the message).
-            RLMError: The session is running another task.
+            RLMError: The session is running another task, or was closed.
         """
         if session is None:
             return self._build(task, dict(context or {}), self.environment, depth=0)
+        if session.closed:
+            raise RLMError("this RLM session was closed", hint="start a new session (its variables are gone)")
         harness, messages = self._build(task, dict(context or {}), session.environment, depth=0, session=session)
-        session.begin()
+        session.begin(task)
         return harness, messages
 
     def _build(
@@ -172,6 +184,8 @@ class RLM:
             model=REPLDialect(self.model, state),
             tools=[REPLTool(state)],
             middleware=[
+                # first: its on_error runs last (the onion order), after rlm.partial was emitted
+                *([_Record(self)] if depth == 0 and self.keep_trajectories else []),
                 RLMMiddleware(state),
                 RecursionMiddleware(state),
                 PartialAnswerMiddleware(state),
@@ -186,14 +200,16 @@ class RLM:
             # state never is); a run without a session keeps its protocol turns whole
             pressure="default" if session is not None else None,
         )
+        turns = session.thread_turns() if session is not None else []  # the thread's chat turns since its last run
         if session is not None and session.messages:
-            return harness, [*session.messages, UserMessage(text=follow_up_message(task, values))]
+            return harness, [*session.messages, *turns, UserMessage(text=follow_up_message(task, values))]
         taught = depth if state.spawn is not None else limits.max_depth  # rlm_query is taught where it works
         extra = f"\n{self.instructions.strip()}\n" if self.instructions else ""
         if state.typed is not None:
             extra += f"\n{state.typed.instructions()}\n"
         opening = first_message(task, values, environment=environment.name, limits=limits)
-        return harness, [SystemMessage(text=system_prompt(limits, depth=taught) + extra), UserMessage(text=opening)]
+        system = SystemMessage(text=system_prompt(limits, depth=taught) + extra)
+        return harness, [system, *turns, UserMessage(text=opening)]
 
     async def _spawn(self, ctx: RunContext[Any], prompt: str, context: Any, depth: int) -> AgentRun:
         """One ``rlm_query`` child: a pooled REPL holding ``context``, run as a child of ``ctx``."""
@@ -256,6 +272,27 @@ class RLM:
         harness, messages = self.prepare(task, context, session=session)
         return harness.run_sync(messages, config=config)
 
+    def trajectory(self, run: AgentRun | str) -> Trajectory:
+        """The trajectory of one of this RLM's latest root runs (``run`` or its id), to save or show.
+
+        Raises:
+            TrajectoryError: The run is not one of the last ``keep_trajectories`` root runs.
+        """
+        run_id = run if isinstance(run, str) else run.run_id
+        recorder = self._recorders.get(str(run_id))
+        if recorder is None:
+            raise TrajectoryError(
+                f"no trajectory kept for run {run_id!r}",
+                hint=f"this RLM keeps its last {self.keep_trajectories} root runs (RLM(keep_trajectories=...))",
+            )
+        return recorder.trajectory(answer=None if isinstance(run, str) else run.final_text)
+
+    def _keep(self, recorder: TrajectoryRecorder) -> None:
+        self._recorders[recorder.root_run_id] = recorder
+        while len(self._recorders) > self.keep_trajectories:
+            oldest = next(iter(self._recorders))
+            self._recorders.pop(oldest).detach()
+
     def close(self) -> None:
         """Shut the environment down (a child kernel is stopped), and the children's REPLs."""
         self.environment.close()
@@ -264,3 +301,20 @@ class RLM:
 
     def __repr__(self) -> str:
         return f"RLM(model={self.model.model_name!r}, environment={self.environment.name!r})"
+
+
+class _Record(Middleware):
+    """Keeps a root RLM run's events for ``RLM.trajectory`` (the first middleware: see ``_build``)."""
+
+    def __init__(self, rlm: RLM) -> None:
+        self.rlm = rlm
+        self.recorder: TrajectoryRecorder | None = None
+
+    async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
+        self.recorder = TrajectoryRecorder(str(ctx.run_id), str(ctx.root_run_id))
+        self.recorder.attach(ctx.events)
+        self.rlm._keep(self.recorder)
+
+    async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:
+        if self.recorder is not None:  # after rlm.partial: the run's last event
+            self.recorder.detach()

@@ -5,22 +5,44 @@ the session's REPL is its own environment that is not reset between runs, and ea
 the session's transcript (its system prompt, the earlier tasks, code, outputs and answers), with
 the new task as the next user message. ``%%agent --rlm --thread NAME`` keeps one per thread.
 
+Joined to a conversation thread (``history`` and ``thread_id``), the session shares it with the
+chat runs of that thread, both ways: a completed run's task and answer are appended to the
+thread's history (tagged ``rlm-thread``), so a later chat run sees them like any turn, and the
+chat turns added since the session's last run (their text; tool calls are the chat run's own
+business) come before the next task in the RLM's transcript.
+
 Only completed runs extend the transcript (a failed or stopped run's turns are dropped, its REPL
-changes stay). Runs of one session go one at a time.
+changes stay). Runs of one session go one at a time. ``close()`` stops the REPL (a child kernel is
+shut down); a session closed while a run is going closes when that run ends.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from tinyagents_nb.harness import AgentRun, Message, Middleware, RunContext
+from tinyagents_nb.harness import (
+    AgentRun,
+    AssistantMessage,
+    Message,
+    Middleware,
+    RunContext,
+    SystemMessage,
+    UserMessage,
+)
+from tinyagents_nb.harness.memory import SUMMARY_TAG
 
 from ._config import RLMError
 from ._environment import Environment
 from ._kernel import KernelEnvironment
 from ._local import LocalEnvironment
 
-__all__ = ["RLMSession"]
+if TYPE_CHECKING:
+    from tinyagents_nb.harness.memory import ChatHistory
+
+__all__ = ["THREAD_TAG", "RLMSession"]
+
+THREAD_TAG = "rlm-thread"
+"""The tag of the task and answer an RLM session appends to its conversation thread."""
 
 
 class RLMSession:
@@ -29,51 +51,112 @@ class RLMSession:
     Args:
         environment: ``"kernel"`` (default: a child kernel of the session's own) or ``"local"``;
             the session owns it (``close()`` stops it).
+        history: The chat history of the thread to join (with ``thread_id``); ``None``: the
+            session keeps its transcript to itself.
+        thread_id: The conversation thread the session joins.
     """
 
-    def __init__(self, environment: Literal["kernel", "local"] = "kernel") -> None:
+    def __init__(
+        self,
+        environment: Literal["kernel", "local"] = "kernel",
+        *,
+        history: ChatHistory | None = None,
+        thread_id: str | None = None,
+    ) -> None:
         if environment == "kernel":
             env: KernelEnvironment | LocalEnvironment = KernelEnvironment()
         elif environment == "local":
             env = LocalEnvironment()
         else:
             raise RLMError(f"an RLM session's environment must be 'kernel' or 'local', got {environment!r}")
+        if (history is None) != (thread_id is None):
+            raise RLMError("an RLM session joins a thread with both history= and thread_id=")
         env.keep_namespace = True
         self.environment: Environment = env
+        self.history = history
+        self.thread_id = thread_id
         self.messages: list[Message] = []
         """The transcript so far (empty before the first completed run)."""
         self.runs = 0
         """Completed runs."""
         self.busy = False
+        self.closed = False
+        self._closing = False
+        self._task = ""
 
-    def begin(self) -> None:
+    def begin(self, task: str = "") -> None:
         """Claim the session for one run (runs of a session go one at a time)."""
+        if self.closed or self._closing:
+            raise RLMError("this RLM session was closed", hint="start a new session (its variables are gone)")
         if self.busy:
             raise RLMError("this RLM session is running a task", hint="wait for it to end, or use another session")
         self.busy = True
+        self._task = task
+
+    def thread_turns(self) -> list[Message]:
+        """The thread's chat turns since this session's last answer, as plain text turns (empty when not joined)."""
+        if self.history is None or self.thread_id is None:
+            return []
+        stored = self.history.load(self.thread_id)
+        last = max((i for i, m in enumerate(stored) if THREAD_TAG in m.tags), default=-1)
+        turns: list[Message] = []
+        for message in stored[last + 1 :]:
+            if isinstance(message, UserMessage) and message.text.strip():
+                turns.append(UserMessage(text=message.text, tags=("thread",)))
+            elif isinstance(message, AssistantMessage) and message.text.strip():
+                turns.append(AssistantMessage(text=message.text, tags=("thread",)))
+            elif isinstance(message, SystemMessage) and SUMMARY_TAG in message.tags:
+                turns.append(UserMessage(text=f"[earlier in this conversation, summarised]\n{message.text}"))
+        return turns
 
     def middleware(self) -> Middleware:
         return _Keep(self)
 
     def close(self) -> None:
-        """Stop the session's REPL (its variables are lost)."""
+        """Stop the session's REPL (its variables are lost); during a run, when the run ends."""
+        if self.busy:
+            self._closing = True
+            return
+        self._shut()
+
+    def _shut(self) -> None:
+        self.closed = True
+        self._closing = False
         self.environment.close()
 
+    def _ended(self) -> None:
+        self.busy = False
+        if self._closing:
+            self._shut()
+
     def __repr__(self) -> str:
-        return f"RLMSession(environment={self.environment.name!r}, runs={self.runs})"
+        state = "closed" if self.closed else "running" if self.busy else "idle"
+        thread = f", thread_id={self.thread_id!r}" if self.thread_id is not None else ""
+        return f"RLMSession(environment={self.environment.name!r}, runs={self.runs}, {state}{thread})"
 
 
 class _Keep(Middleware):
-    """Keeps a completed run's transcript in the session and frees the session when the run ends."""
+    """Keeps a completed run's transcript in the session (and its answer in the thread); frees the session."""
 
     def __init__(self, session: RLMSession) -> None:
         self.session = session
 
     async def after_agent(self, ctx: RunContext[Any], run: AgentRun) -> None:
-        if run.status == "completed":
-            self.session.messages = list(run.messages)
-            self.session.runs += 1
-        self.session.busy = False
+        session = self.session
+        try:
+            if run.status == "completed":
+                session.messages = list(run.messages)
+                session.runs += 1
+                if session.history is not None and session.thread_id is not None:
+                    session.history.append(
+                        session.thread_id,
+                        [
+                            UserMessage(text=session._task, tags=(THREAD_TAG,)),
+                            AssistantMessage(text=run.final_text, tags=(THREAD_TAG,)),
+                        ],
+                    )
+        finally:
+            session._ended()
 
     async def on_error(self, ctx: RunContext[Any], error: BaseException) -> None:
-        self.session.busy = False
+        self.session._ended()

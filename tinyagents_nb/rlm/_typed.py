@@ -5,19 +5,23 @@ The REPL sends the answer as text: ``answer["content"]`` that is not a string tr
 ``str`` of a dict or list gives; ``ast.literal_eval`` evaluates literals only, never code), else
 kept as a string, then validated with pydantic against ``output_type``. A failure is reported to
 the model once, as the next turn, with what did not match; a second failure ends the run with
-``StructuredOutputError``. The validated value is the run's ``structured.value``.
+``StructuredOutputError``. The validated value is the run's ``structured.value``. A table answer is
+checked by a ``DataFrameSchema`` instead (``_frame_schema``) and its value is the DataFrame.
 """
 
 from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import pydantic
 
 from tinyagents_nb.harness import StructuredOutputError
 from tinyagents_nb.harness.models import StructuredOutput
+
+from ._frame_schema import DataFrameSchema
 
 __all__ = ["AnswerType"]
 
@@ -45,16 +49,25 @@ def _problem(exc: pydantic.ValidationError) -> str:
 
 
 class AnswerType:
-    """The type an RLM's final answer must validate against, and how many re-asks are left."""
+    """The type an RLM's final answer must validate against, and how many re-asks are left.
+
+    ``output_type`` is a pydantic model (or any type pydantic validates), a ``DataFrameSchema``, or
+    a mapping of column names to dtypes (made a ``DataFrameSchema``).
+    """
 
     def __init__(self, output_type: Any, *, reasks: int = 1) -> None:
+        if isinstance(output_type, Mapping):
+            output_type = DataFrameSchema(output_type)
         self.output_type = output_type
-        self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(output_type)
+        self.frame = output_type if isinstance(output_type, DataFrameSchema) else None
+        self.adapter: pydantic.TypeAdapter[Any] = pydantic.TypeAdapter(Any if self.frame else output_type)
         self.name = getattr(output_type, "__name__", repr(output_type))
         self.reasks = reasks
 
     def instructions(self) -> str:
         """What the system prompt adds: the answer's JSON schema (bounded)."""
+        if self.frame is not None:
+            return self.frame.instructions()
         schema = json.dumps(self.adapter.json_schema(), ensure_ascii=False)
         if len(schema) > _SCHEMA_CHARS:
             schema = schema[:_SCHEMA_CHARS] + " …"
@@ -65,6 +78,12 @@ class AnswerType:
 
     def check(self, text: str) -> StructuredOutput | str:
         """The validated answer, or what did not match (for the re-ask)."""
+        if self.frame is not None:
+            frame, problem = self.frame.check(text)
+            if problem is not None:
+                return problem
+            raw = json.loads(frame.to_json(orient="records", date_format="iso"))
+            return StructuredOutput(value=frame, raw=raw, strategy="json_object")
         try:
             value = self.adapter.validate_python(_parse(text))
         except pydantic.ValidationError as exc:
