@@ -27,13 +27,14 @@ from ._approval_commands import APPROVAL_COMMANDS
 from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
-from ._durable import announce_interrupted, find_interrupted, resume_interrupted, run_store_of
+from ._durable import find_interrupted, resume_interrupted, run_store_of
 from ._handle import NotebookRun
 from ._mcp import mcp_command
 from ._notebook import NOTEBOOK_COMMANDS
 from ._offline import OFFLINE_MODEL
 from ._pricing import set_price
 from ._session import NotebookSession
+from ._store_place import session_store_path
 from ._trace import trace_command
 from ._waiting import WaitOutcome, sync_delivery, wait_runs, wait_runs_async
 
@@ -313,10 +314,10 @@ def _journal(host: CommandHost, session: NotebookSession, args: list[str]) -> An
 def _reset(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     _no_args("reset", args)
     stopped = len(session.active_runs())
-    session.reset(store_path=host.store_path or ":memory:")
+    session.reset(store_path=session_store_path(host.store_path, host.shell))
     note = f"; stopped {stopped} active run(s)" if stopped else ""
     print(f"session reset: new thread {session.thread_id}{note}")
-    announce_interrupted(run_store_of(session))
+    host.open_store(session)
 
 
 COMMANDS: Mapping[str, Command] = {
