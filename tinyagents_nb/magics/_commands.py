@@ -171,6 +171,11 @@ def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
         print(f"resuming {run.label}")
         return
     print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
+    if session.approvals != "approve":
+        print(
+            "a call that was cut off in a tool that is not idempotent, or waiting for approval, is skipped with a "
+            'note to the model (%config AgentMagics.approvals = "approve" runs such calls again)'
+        )
     done = resume_interrupted(
         stored,
         store=run_store_of(session),
@@ -179,6 +184,7 @@ def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
         loop=session.loop,
         max_model_calls=session.max_model_calls,
         system_prompt=session.system_prompt,
+        unattended="approve" if session.approvals == "approve" else "deny",
     )
     print(done.final_text)
     print(f"[{done.status} · resumed as {done.run_id} · {done.usage.total_tokens:,} tokens in all]")

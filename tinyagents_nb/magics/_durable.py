@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from tinyagents_nb.harness import AgentHarness, AgentRun, ChatModel, RunLimits, RunPolicy, Tool
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun
@@ -137,13 +137,19 @@ def resume_interrupted(
     loop: SessionLoop,
     max_model_calls: int,
     system_prompt: str | None,
+    unattended: Literal["approve", "deny"] = "deny",
 ) -> AgentRun:
-    """Resume ``run`` with the session's tools and model on its loop, waiting for it to end."""
+    """Resume ``run`` with the session's tools and model on its loop, waiting for it to end.
+
+    Calls that need a decision (an interrupted call of a tool that is not idempotent, a pending
+    approval) are decided by ``unattended``: the session's ``approvals`` setting (``approve`` runs
+    them again, anything else skips them with a note to the model).
+    """
     harness: AgentHarness[None] = AgentHarness(
         model=model,
         tools=list(tools),
         middleware=[DurableJournal(store, agent=run.agent, model=run.model)],
-        policy=RunPolicy(limits=RunLimits(max_model_calls=max_model_calls)),
+        policy=RunPolicy(limits=RunLimits(max_model_calls=max_model_calls), unattended_approval=unattended),
         system_prompt=system_prompt,
     )
     return loop.submit(harness.resume(run.run_id, store=store)).result()
