@@ -49,7 +49,7 @@ def _update(outputs: list[dict[str, Any]], content: dict[str, Any]) -> None:
 
 
 class KernelHarness:
-    def __init__(self, python: str, workdir: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, python: str, workdir: Path, *, env: dict[str, str | None] | None = None) -> None:
         self.workdir = workdir
         spec_dir = workdir / "kernels" / "tinyagents-test"
         spec_dir.mkdir(parents=True, exist_ok=True)
@@ -66,8 +66,12 @@ class KernelHarness:
         ksm = KernelSpecManager(kernel_dirs=[str(workdir / "kernels")])
         self.km = KernelManager(kernel_name="tinyagents-test", kernel_spec_manager=ksm)
         # the session's default store goes to the kernel's folder (tests must not write the user's cache)
-        env = {**os.environ, "TINYAGENTS_NB_STORE_DIR": str(workdir / "stores"), **(env or {})}
-        self.km.start_kernel(cwd=str(workdir), env=env)
+        merged: dict[str, str | None] = {
+            **os.environ,
+            "TINYAGENTS_NB_STORE_DIR": str(workdir / "stores"),
+            **(env or {}),
+        }
+        self.km.start_kernel(cwd=str(workdir), env={k: v for k, v in merged.items() if v is not None})
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)
