@@ -260,6 +260,7 @@ class AgentHarness(Generic[DataT]):
         config: RunConfig | None = None,
         data: Any = None,
         approvals: ApprovalDesk | None = None,
+        note: str | None = None,
     ) -> AgentRun:
         """Continue a run a crash or restart interrupted, from the last step its ``DurableJournal`` recorded.
 
@@ -267,7 +268,8 @@ class AgentHarness(Generic[DataT]):
         run's budgets. A tool call that started and never finished runs again by itself only for a
         tool marked ``idempotent=True``; any other is asked about at ``approvals`` (run again, or skip
         with a note to the model), and so is a call whose approval was pending. With no desk, or an
-        unattended one, ``policy.unattended_approval`` decides (``None`` skips). Journal the resumed
+        unattended one, ``policy.unattended_approval`` decides (``None`` skips). ``note`` is told to
+        the model before it continues (what changed while the run was down). Journal the resumed
         run too by giving this harness a ``DurableJournal`` on the same store.
 
         Raises:
@@ -277,7 +279,7 @@ class AgentHarness(Generic[DataT]):
         """
         from .durable import resume_run
 
-        return await resume_run(self, run_id, store=store, config=config, data=data, approvals=approvals)
+        return await resume_run(self, run_id, store=store, config=config, data=data, approvals=approvals, note=note)
 
     def resume_sync(
         self,

@@ -19,7 +19,7 @@ from .._config import RunConfig
 from .._context import RunContext
 from .._cost import CostUnknownWarning
 from .._errors import ConfigurationError, RunTimeout
-from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, load_messages
+from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, load_messages
 from .._middleware import MiddlewareStack
 from .._policy import RunPolicy
 from .._run import AgentRun
@@ -171,6 +171,7 @@ async def resume_run(
     config: RunConfig | None = None,
     data: Any = None,
     approvals: ApprovalDesk | None = None,
+    note: str | None = None,
 ) -> AgentRun:
     """Continue the journaled run ``run_id`` with ``harness`` (see ``AgentHarness.resume``)."""
     runs = store if isinstance(store, RunStore) else RunStore(store)
@@ -192,6 +193,8 @@ async def resume_run(
                 provider=provider,
             )
     messages = [*plan.messages, *await _settle(harness, ctx, plan)]
+    if note:  # what changed while the run was down (e.g. variables a restart took away)
+        messages.append(UserMessage(text=note))
     journaled = False
     for mw in harness.middleware.middleware:
         if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
