@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 import sys
 from pathlib import Path
@@ -46,6 +47,8 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     out = capsys.readouterr().out
     assert "all done" in out
     assert "330 tokens in all" in out
+    tail = row["run"].split()[-1]
+    assert re.search(rf"run \S+ resumed run \S+{tail} from step 2 ", out)  # the record names the original
     assert (tmp_path / "charge.log").read_text().count("x") == 1
     runs = run_ok(shell, "%agent runs").result
     assert not (runs["status"] == "interrupted").any()

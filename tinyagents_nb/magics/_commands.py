@@ -205,7 +205,10 @@ def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
         note=missing_note(missing) if missing and user_ns is not None else None,
     )
     print(done.final_text)
-    print(f"[{done.status} · resumed as {done.run_id} · {done.usage.total_tokens:,} tokens in all]")
+    print(
+        f"[{done.status} · run {done.run_id} resumed run {stored.run_id} from step {stored.steps - 1} · "
+        f"{done.usage.total_tokens:,} tokens in all]"
+    )
 
 
 def _steer(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
