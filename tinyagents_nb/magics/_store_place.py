@@ -7,7 +7,7 @@ which notebook it serves. Kernels learn that from their launcher, not from the p
 - jupyter_server 2 (JupyterLab 4, Notebook 7, Voila) starts a notebook's kernel with
   ``JPY_SESSION_NAME`` set to the notebook's absolute path (older servers: its path relative to the
   server root), and writes it as ``jupyter_session`` into the connection file;
-- ipykernel (6.27+ and 7) copies ``JPY_SESSION_NAME`` into the namespace as ``__session__``;
+- ipykernel (recent 6.x and 7) copies ``JPY_SESSION_NAME`` into the namespace as ``__session__``;
 - VS Code sets ``__vsc_ipynb_file__``;
 - nbclient, nbconvert, papermill and nbval set none of these (they start the kernel in the notebook's
   folder).
