@@ -107,3 +107,7 @@ def test_variables_the_run_made_are_named_to_the_model_and_offered_as_a_cell(
     (cell,) = offered  # offered, never run: the names are still missing
     assert "total = math.pi" in cell
     assert "total" not in shell.user_ns
+    with RunStore(store_path) as store:
+        (resumed,) = [r for r in store.runs() if r.resumed_from == "run-old"]
+        assert resumed.prompt == "analyse"  # labelled by the job's prompt, not by the note
+        assert resumed.from_step == 3

@@ -13,11 +13,12 @@ from tinyagents_nb.harness import (
     AgentHarness,
     ApprovalDesk,
     ConfigurationError,
+    ProviderError,
     ToolCall,
     ToolMessage,
     tool,
 )
-from tinyagents_nb.harness.durable import RunStore, RunStoreCorrupt
+from tinyagents_nb.harness.durable import DurableJournal, RunStore, RunStoreCorrupt
 from tinyagents_nb.harness.testkit import ScriptedModel
 
 pytestmark = pytest.mark.anyio
@@ -145,3 +146,25 @@ def test_a_store_with_damaged_tables_is_refused_and_left_untouched(tmp_path: Pat
     with pytest.raises(RunStoreCorrupt, match="damaged"):
         RunStore(path)
     assert path.read_bytes() == before
+
+
+async def test_a_resumed_run_that_fails_again_keeps_the_whole_spend_for_the_next_resume(store: RunStore) -> None:
+    store.start_run("run-old", agent=None, model=None, prompt="go")
+    store.add_step("run-old", "input", {"messages": [{"role": "user", "text": "go"}]})
+    message = {"role": "assistant", "tool_calls": [{"id": "a", "name": "plain", "arguments": {"x": 1}}]}
+    store.add_step("run-old", "model", {"message": message, "usage": {"input_tokens": 100}, "model": "m"})
+    store.end_run("run-old", "failed")
+    journal = DurableJournal(store)
+    failing = AgentHarness(
+        model=ScriptedModel([ProviderError("down again", retryable=False)]), tools=[plain], middleware=[journal]
+    )
+    with pytest.raises(ProviderError):
+        await failing.resume("run-old", store=store)
+    (second,) = [r for r in store.runs() if r.resumed_from == "run-old"]
+    assert second.status == "failed"
+    assert store.get("run-old").status == "resumed"  # type: ignore[union-attr]
+    last = AgentHarness(model=ScriptedModel(["finished"]), tools=[plain], middleware=[DurableJournal(store)])
+    run = await last.resume(second.run_id, store=store)
+    assert run.final_text == "finished"
+    assert run.usage.input_tokens >= 100  # the first run's spend is still counted two resumes later
+    assert ran == ["plain 1"]  # the call answered by the first resume is not run again

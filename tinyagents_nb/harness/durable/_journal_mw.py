@@ -65,11 +65,12 @@ class DurableJournal(Middleware):
         if ctx.depth:
             return
         original, from_step, spent = self._resuming.pop(ctx.run_id, (None, None, []))
+        earlier = self.store.get(original) if original is not None else None
         self.store.start_run(
             ctx.run_id,
             agent=self.agent,
             model=self.model,
-            prompt=_prompt(messages),
+            prompt=earlier.prompt if earlier is not None else _prompt(messages),  # not a resume's note
             resumed_from=original,
             from_step=from_step,
         )
