@@ -3,7 +3,9 @@
 A 25-turn run (model → tool → model, a scripted model so only the harness is measured) with and
 without a ``DurableJournal`` on a SQLite ``RunStore`` (WAL, ``synchronous=normal``: every step
 committed, safe against a killed process); then a 200-step run is journaled, failed, and resumed
-(``plan_resume`` reads and rebuilds it; ``resume`` also finishes it with one more model call).
+(``plan_resume`` reads and rebuilds it; ``resume`` also finishes it with one more model call). A
+notebook session's run is also timed with the default store on disk against a store in memory: that
+adds the event journal and the thread history to the run journal.
 
 Run alone: ``python -m benchmarks.bench_durable [--quick]``.
 """
@@ -21,6 +23,7 @@ from benchmarks._common import header, line
 from tinyagents_nb.harness import AgentHarness, Middleware, ModelResponse, ProviderError, RunLimits, RunPolicy, tool
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, plan_resume
 from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.magics import NotebookSession
 
 POLICY = RunPolicy(limits=RunLimits(max_model_calls=1_000, max_tool_calls=1_000))
 
@@ -53,6 +56,33 @@ async def overhead(store: RunStore, rounds: int) -> None:
     line(f"journal overhead per turn (3 committed steps): {(on - off) / 25:.2f} ms")
 
 
+async def _session_once(session: NotebookSession, turns: int) -> float:
+    session.register_model("scripted", ScriptedModel([*_script(turns), "done"]))
+    run = session.new_run("go", model="scripted", max_model_calls=1_000)
+    started = time.perf_counter()
+    await run.result()
+    return time.perf_counter() - started
+
+
+async def session_overhead(folder: Path, rounds: int) -> None:
+    """A notebook session's run with its default store (a file) against one kept in memory."""
+    on_disk = NotebookSession(store_path=folder / "notebook.sqlite", continue_thread=False)
+    in_memory = NotebookSession(store_path=None)
+    for session in (on_disk, in_memory):
+        session.register_tool(step)
+    try:
+        memory, disk = [], []
+        for _ in range(rounds):
+            memory.append(await _session_once(in_memory, 25))
+            disk.append(await _session_once(on_disk, 25))
+        off, on = statistics.median(memory) * 1e3, statistics.median(disk) * 1e3
+        line(f"notebook session, 25 turns: store in memory {off:.1f} ms median; default store on disk {on:.1f} ms")
+        line(f"default store overhead per turn (run journal, event journal, history): {(on - off) / 25:.2f} ms")
+    finally:
+        on_disk.close()
+        in_memory.close()
+
+
 async def resume(store: RunStore, steps: int) -> None:
     failing = ScriptedModel([*_script(steps), ProviderError("gone", retryable=False)])
     harness: AgentHarness[None] = AgentHarness(
@@ -80,6 +110,7 @@ async def amain(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = RunStore(Path(folder) / "runs.sqlite")
         await overhead(store, 3 if quick else 30)
+        await session_overhead(Path(folder), 3 if quick else 20)
         await resume(store, 20 if quick else 200)
         store.close()
 

@@ -138,6 +138,12 @@ PRIVATE_IMPORTS_ALLOWED: dict[str, str] = {
         "tinyagents_nb.magics._waiting",
     ),
     **_allow(
+        "where the default store goes for each launcher's hint (JPY_SESSION_NAME, __session__, VS Code, the "
+        "connection file), without starting JupyterLab, VS Code and a kernel for each",
+        "tests/magics/test_default_store.py",
+        "tinyagents_nb.magics._store_place",
+    ),
+    **_allow(
         "the session's RLM kernel: closed after the test, and never started when refused",
         "tests/magics/test_rlm_magic.py",
         "tinyagents_nb.magics._rlm",

@@ -222,6 +222,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
     ],
     "durable": [
         "DurableJournal",
+        "Pruned",
         "ResumePlan",
         "RunStore",
         "RunStoreCorrupt",

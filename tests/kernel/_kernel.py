@@ -9,6 +9,7 @@ clicked.
 from __future__ import annotations
 
 import json
+import os
 import queue
 import time
 from dataclasses import dataclass, field
@@ -48,7 +49,7 @@ def _update(outputs: list[dict[str, Any]], content: dict[str, Any]) -> None:
 
 
 class KernelHarness:
-    def __init__(self, python: str, workdir: Path) -> None:
+    def __init__(self, python: str, workdir: Path, *, env: dict[str, str | None] | None = None) -> None:
         self.workdir = workdir
         spec_dir = workdir / "kernels" / "tinyagents-test"
         spec_dir.mkdir(parents=True, exist_ok=True)
@@ -64,7 +65,13 @@ class KernelHarness:
         )
         ksm = KernelSpecManager(kernel_dirs=[str(workdir / "kernels")])
         self.km = KernelManager(kernel_name="tinyagents-test", kernel_spec_manager=ksm)
-        self.km.start_kernel(cwd=str(workdir))
+        # the session's default store goes to the kernel's folder (tests must not write the user's cache)
+        merged: dict[str, str | None] = {
+            **os.environ,
+            "TINYAGENTS_NB_STORE_DIR": str(workdir / "stores"),
+            **(env or {}),
+        }
+        self.km.start_kernel(cwd=str(workdir), env={k: v for k, v in merged.items() if v is not None})
         self.kc = self.km.client()
         self.kc.start_channels()
         self.kc.wait_for_ready(timeout=60)

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import os
+import re
+import sqlite3
 import sys
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
+from tinyagents_nb.harness import ModelRequest
+from tinyagents_nb.harness.durable import RunStore
 from tinyagents_nb.harness.testkit import FunctionModel
 from tinyagents_nb.magics import get_session
 
@@ -43,6 +47,8 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     out = capsys.readouterr().out
     assert "all done" in out
     assert "330 tokens in all" in out
+    tail = row["run"].split()[-1]
+    assert re.search(rf"run \S+ resumed run \S+{tail} from step 2 ", out)  # the record names the original
     assert (tmp_path / "charge.log").read_text().count("x") == 1
     runs = run_ok(shell, "%agent runs").result
     assert not (runs["status"] == "interrupted").any()
@@ -60,3 +66,48 @@ def test_loading_the_extension_says_there_are_interrupted_runs(
     assert out.count("\n") == 1
     assert "1 interrupted run in" in out
     assert "%agent resume" in out
+
+
+def test_variables_the_run_made_are_named_to_the_model_and_offered_as_a_cell(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path = tmp_path / "runs.sqlite"
+    with RunStore(store_path) as store:  # a run whose kernel died after two run_code calls
+        store.start_run("run-old", agent=None, model="function", prompt="analyse")
+        store.add_step("run-old", "input", {"messages": [{"role": "user", "text": "analyse"}]})
+        calls = [
+            {"id": "a", "name": "run_code", "arguments": {"code": "import math\ntotal = math.pi\ndef f(x): return x"}},
+            {"id": "b", "name": "run_code", "arguments": {"code": "kept = 1\nbroken = 1 / 0"}},
+        ]
+        store.add_step("run-old", "model", {"message": {"role": "assistant", "tool_calls": calls}, "usage": {}})
+        for call_id, error in (("a", False), ("b", True)):
+            message = {"role": "tool", "tool_call_id": call_id, "name": "run_code", "text": "ok", "is_error": error}
+            store.add_step("run-old", "tool.done", {"message": message})
+    with sqlite3.connect(store_path) as conn:  # its kernel is gone
+        conn.execute("UPDATE tinyagents_runs SET owner = 'elsewhere:1:x'")
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store_path)!r}")
+    run_ok(shell, "%agent reset")
+    seen: list[str] = []
+
+    def model(request: ModelRequest) -> str:
+        seen.append(request.messages[-1].text)
+        return "redone"
+
+    get_session().register_model("function", FunctionModel(model))
+    offered: list[str] = []
+    monkeypatch.setattr(shell, "set_next_input", lambda text, replace=False: offered.append(text))
+    shell.user_ns["f"] = lambda x: x  # still defined in this kernel
+    capsys.readouterr()
+    run_ok(shell, "%agent resume run-old")
+    out = capsys.readouterr().out
+    assert "gone with the restart: math, total" in out
+    assert "redone" in out
+    assert "math, total" in seen[0]  # the model is told
+    assert "kept" not in seen[0]  # a failed call's names were never made
+    (cell,) = offered  # offered, never run: the names are still missing
+    assert "total = math.pi" in cell
+    assert "total" not in shell.user_ns
+    with RunStore(store_path) as store:
+        (resumed,) = [r for r in store.runs() if r.resumed_from == "run-old"]
+        assert resumed.prompt == "analyse"  # labelled by the job's prompt, not by the note
+        assert resumed.from_step == 3

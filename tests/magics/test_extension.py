@@ -95,7 +95,7 @@ def test_store_path_change_waits_for_reset(
     path = f"{tmp_path}/nb.sqlite"
     run_ok(shell, f'%config AgentMagics.store_path = "{path}"')
     assert "next %agent reset" in capsys.readouterr().out
-    assert get_session().store_path == ":memory:"
+    assert get_session().store_path != path
     run_ok(shell, "%agent reset")
     assert get_session().store_path == path
 

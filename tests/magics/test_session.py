@@ -17,6 +17,7 @@ from tinyagents_nb.harness import (
     SteeringHandle,
     UserMessage,
 )
+from tinyagents_nb.harness.observability import events_to_dataframe
 from tinyagents_nb.harness.testkit import ScriptedModel, SlowModel
 from tinyagents_nb.magics import NotebookRun, NotebookSession, get_session
 
@@ -170,7 +171,8 @@ async def test_the_journal_survives_in_the_store_file(tmp_path: Path) -> None:
     session.close()
     reopened = NotebookSession(store_path=path)
     try:
-        events = reopened.journal_frame()
+        assert reopened.journal_frame().empty  # %agent journal shows this session's runs
+        events = events_to_dataframe(reopened.journal.read_from(0))  # the file has the earlier kernel's
         assert set(events["root_run_id"]) == {run.run_id}
         assert events["kind"].iloc[-1] == "run.completed"
         assert [m.text for m in reopened.messages()] == ["persist me", "saved"]  # same thread, same history

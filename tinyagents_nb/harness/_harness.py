@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from ._agent_stream import AgentStream
+from ._approval import ApprovalDesk
 from ._clock import RANDOM_IDS
 from ._config import RunConfig
 from ._context import RunContext
@@ -258,13 +259,18 @@ class AgentHarness(Generic[DataT]):
         store: RunStore | str | os.PathLike[str],
         config: RunConfig | None = None,
         data: Any = None,
+        approvals: ApprovalDesk | None = None,
+        note: str | None = None,
     ) -> AgentRun:
         """Continue a run a crash or restart interrupted, from the last step its ``DurableJournal`` recorded.
 
         The transcript, tool results and spend come from ``store``; the spend counts against this
-        run's budgets. A tool call that started and never finished runs again only for a tool marked
-        ``idempotent=True``; otherwise the model is told it was skipped. Journal the resumed run too
-        by giving this harness a ``DurableJournal`` on the same store.
+        run's budgets. A tool call that started and never finished runs again by itself only for a
+        tool marked ``idempotent=True``; any other is asked about at ``approvals`` (run again, or skip
+        with a note to the model), and so is a call whose approval was pending. With no desk, or an
+        unattended one, ``policy.unattended_approval`` decides (``None`` skips). ``note`` is told to
+        the model before it continues (what changed while the run was down). Journal the resumed
+        run too by giving this harness a ``DurableJournal`` on the same store.
 
         Raises:
             ConfigurationError: The run is unknown, completed, already resumed or still running.
@@ -273,7 +279,7 @@ class AgentHarness(Generic[DataT]):
         """
         from .durable import resume_run
 
-        return await resume_run(self, run_id, store=store, config=config, data=data)
+        return await resume_run(self, run_id, store=store, config=config, data=data, approvals=approvals, note=note)
 
     def resume_sync(
         self,

@@ -23,8 +23,11 @@ class CommandHost(Protocol):
     """Written by ``%agent model NAME``, so the setting (and ``%config``) agrees with the session."""
 
     @property
-    def store_path(self) -> str:
-        """Where ``%agent reset`` reopens the session's store; empty keeps it in memory."""
+    def store_path(self) -> str | None:
+        """Where ``%agent reset`` reopens the session's store: ``None`` the default place, empty in memory."""
+
+    def open_store(self, session: NotebookSession) -> None:
+        """Apply the store's retention settings and announce interrupted runs (after a reset)."""
 
     @property
     def session(self) -> NotebookSession:

@@ -16,25 +16,34 @@ from __future__ import annotations
 import inspect
 from collections.abc import Mapping
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, cast
 
 from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import AgentRun, Tool
+from tinyagents_nb.harness.durable import plan_resume
 from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
 from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
-from ._durable import announce_interrupted, find_interrupted, resume_interrupted, run_store_of
+from ._durable import (
+    find_interrupted,
+    missing_note,
+    missing_variables,
+    offer_cells,
+    resume_interrupted,
+    run_store_of,
+)
 from ._handle import NotebookRun
 from ._mcp import mcp_command
-from ._notebook import NOTEBOOK_COMMANDS
+from ._notebook import NOTEBOOK_COMMANDS, run_access
 from ._offline import OFFLINE_MODEL
 from ._pricing import set_price
 from ._rlm_commands import RLM_COMMANDS
 from ._session import NotebookSession
+from ._store_place import session_store_path
 from ._trace import trace_command
 from ._waiting import WaitOutcome, sync_delivery, wait_runs, wait_runs_async
 
@@ -171,17 +180,36 @@ def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
         print(f"resuming {run.label}")
         return
     print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
+    user_ns = getattr(host.shell, "user_ns", None)
+    missing = missing_variables(plan_resume(run_store_of(session), stored.run_id).messages, user_ns or {})
+    if missing and user_ns is not None:
+        print(
+            f"gone with the restart: {', '.join(sorted(missing))} (made by the run's run_code); the run is told, "
+            "and the code that made them is in a new cell below, to run if you want them back"
+        )
+        offer_cells(host.shell, missing)
+    notebook_tools, _, _ = run_access(cast(Any, host), None, mode="background", rlm=False, system=None)
+    if session.approvals != "approve":
+        print(
+            "a call that was cut off in a tool that is not idempotent, or waiting for approval, is skipped with a "
+            'note to the model (%config AgentMagics.approvals = "approve" runs such calls again)'
+        )
     done = resume_interrupted(
         stored,
         store=run_store_of(session),
         model=session.resolve_model(stored.model),
-        tools=list(session.tools),
+        tools=[*session.tools, *notebook_tools],
         loop=session.loop,
         max_model_calls=session.max_model_calls,
         system_prompt=session.system_prompt,
+        unattended="approve" if session.approvals == "approve" else "deny",
+        note=missing_note(missing) if missing and user_ns is not None else None,
     )
     print(done.final_text)
-    print(f"[{done.status} · resumed as {done.run_id} · {done.usage.total_tokens:,} tokens in all]")
+    print(
+        f"[{done.status} · run {done.run_id} resumed run {stored.run_id} from step {stored.steps - 1} · "
+        f"{done.usage.total_tokens:,} tokens in all]"
+    )
 
 
 def _steer(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
@@ -320,10 +348,10 @@ def _journal(host: CommandHost, session: NotebookSession, args: list[str]) -> An
 def _reset(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     _no_args("reset", args)
     stopped = len(session.active_runs())
-    session.reset(store_path=host.store_path or ":memory:")
+    session.reset(store_path=session_store_path(host.store_path, host.shell))
     note = f"; stopped {stopped} active run(s)" if stopped else ""
     print(f"session reset: new thread {session.thread_id}{note}")
-    announce_interrupted(run_store_of(session))
+    host.open_store(session)
 
 
 COMMANDS: Mapping[str, Command] = {

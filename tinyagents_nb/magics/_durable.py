@@ -8,12 +8,23 @@ completed step with the session's current tools, on the session's loop.
 
 from __future__ import annotations
 
+import ast
 import threading
 import weakref
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from tinyagents_nb.harness import AgentHarness, AgentRun, ChatModel, RunLimits, RunPolicy, Tool
+from tinyagents_nb.harness import (
+    AgentHarness,
+    AgentRun,
+    AssistantMessage,
+    ChatModel,
+    Message,
+    RunLimits,
+    RunPolicy,
+    Tool,
+    ToolMessage,
+)
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun
 
 from ._loop import SessionLoop
@@ -29,6 +40,9 @@ __all__ = [
     "find_interrupted",
     "interrupted_note",
     "interrupted_rows",
+    "missing_note",
+    "missing_variables",
+    "offer_cells",
     "resume_interrupted",
 ]
 
@@ -128,6 +142,69 @@ def find_interrupted(store: RunStore, ref: str | None) -> StoredRun | None:
     return matches[0] if len(matches) == 1 else None
 
 
+def _assigned(code: str) -> list[str]:
+    """The names a cell's top level binds (assignments, imports, defs, loop and with targets)."""
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in tree.body:
+        targets: list[ast.AST] = []
+        if isinstance(node, ast.Assign):
+            targets = list(node.targets)
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
+            targets = [node.target]
+        elif isinstance(node, ast.With | ast.AsyncWith):
+            targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.append(node.name)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names += [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
+        for target in targets:
+            names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
+    return names
+
+
+def missing_variables(messages: Sequence[Message], user_ns: Mapping[str, Any]) -> dict[str, str]:
+    """Variables the run's ``run_code`` calls made that the (restarted) kernel no longer has: name -> code.
+
+    Read from the journaled transcript: each ``run_code`` call that was answered without an error,
+    the names its code binds at top level, those ``user_ns`` lacks.
+    """
+    failed = {m.tool_call_id for m in messages if isinstance(m, ToolMessage) and m.is_error}
+    answered = {m.tool_call_id for m in messages if isinstance(m, ToolMessage)}
+    missing: dict[str, str] = {}
+    for message in messages:
+        if not isinstance(message, AssistantMessage):
+            continue
+        for call in message.tool_calls:
+            code = call.arguments.get("code") if isinstance(call.arguments, dict) else None
+            if call.name != "run_code" or not isinstance(code, str) or call.id in failed or call.id not in answered:
+                continue
+            for name in _assigned(code):
+                if name not in user_ns:
+                    missing[name] = code
+    return missing
+
+
+def missing_note(missing: Mapping[str, str]) -> str:
+    """What the resumed run's model is told about the variables a restart took away."""
+    names = ", ".join(sorted(missing))
+    return (
+        f"The notebook's kernel restarted while this run was interrupted. Variables your earlier run_code calls "
+        f"created no longer exist: {names}. Re-create them (run_code) before you use them."
+    )
+
+
+def offer_cells(shell: Any, missing: Mapping[str, str]) -> None:
+    """Put the code that made the missing variables in a new cell below, for the person to run (or not)."""
+    codes = list(dict.fromkeys(missing.values()))
+    header = f"# re-creates {', '.join(sorted(missing))} (made by the interrupted run's run_code); run it if you want them back"
+    if shell is not None and hasattr(shell, "set_next_input"):
+        shell.set_next_input("\n\n".join([header, *codes]), replace=False)
+
+
 def resume_interrupted(
     run: StoredRun,
     *,
@@ -137,13 +214,20 @@ def resume_interrupted(
     loop: SessionLoop,
     max_model_calls: int,
     system_prompt: str | None,
+    unattended: Literal["approve", "deny"] = "deny",
+    note: str | None = None,
 ) -> AgentRun:
-    """Resume ``run`` with the session's tools and model on its loop, waiting for it to end."""
+    """Resume ``run`` with the session's tools and model on its loop, waiting for it to end.
+
+    Calls that need a decision (an interrupted call of a tool that is not idempotent, a pending
+    approval) are decided by ``unattended``: the session's ``approvals`` setting (``approve`` runs
+    them again, anything else skips them with a note to the model).
+    """
     harness: AgentHarness[None] = AgentHarness(
         model=model,
         tools=list(tools),
         middleware=[DurableJournal(store, agent=run.agent, model=run.model)],
-        policy=RunPolicy(limits=RunLimits(max_model_calls=max_model_calls)),
+        policy=RunPolicy(limits=RunLimits(max_model_calls=max_model_calls), unattended_approval=unattended),
         system_prompt=system_prompt,
     )
-    return loop.submit(harness.resume(run.run_id, store=store)).result()
+    return loop.submit(harness.resume(run.run_id, store=store, note=note)).result()

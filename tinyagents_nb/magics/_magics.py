@@ -39,7 +39,6 @@ from tinyagents_nb.widgets import RunDashboard
 from . import _map_cell
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
-from ._durable import announce_interrupted, run_store_of
 from ._handle import NotebookRun, RunMode
 from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless, unseen_widgets
 from ._interpolate import InterpolationError, interpolate
@@ -48,6 +47,7 @@ from ._output import CellView
 from ._rerun import RerunWatch
 from ._rlm import output_class, rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
+from ._store_place import StoreSettings, session_store_path
 from ._usage import parse_line, positive_int
 from ._waiting import UNREACHABLE, Delivery, sync_delivery, wait_async, wait_sync
 
@@ -85,7 +85,7 @@ def _digest(text: str) -> str:
 
 
 @magic.magics_class
-class AgentMagics(magic.Magics):
+class AgentMagics(magic.Magics, StoreSettings):
     """Agent runs in notebook cells: ``%%agent`` runs the cell as a prompt, ``%agent`` inspects and controls."""
 
     default_model = Unicode(
@@ -138,12 +138,6 @@ class AgentMagics(magic.Magics):
     notebook_code_timeout = Float(
         60.0, min=0.1, help="Seconds the agent's run_code may take before it is interrupted."
     ).tag(config=True)
-    store_path = Unicode(
-        "",
-        help="SQLite file for history, session state and the event journal; empty keeps them in memory. "
-        "Read when the session is created and at %agent reset.",
-    ).tag(config=True)
-
     otel_endpoint = Unicode(
         "",
         help="OTLP/HTTP collector (e.g. http://127.0.0.1:4318) that receives every run as OpenTelemetry GenAI "
@@ -157,12 +151,15 @@ class AgentMagics(magic.Magics):
         self.relay = RecordRelay()
         self.reruns = RerunWatch(lambda run: self.session.stopped_by_rerun(run))
         session = _replace_session(None)
+        path, default = session_store_path(self.store_path, shell), self.store_path is None
         if session is None:
-            session = NotebookSession(store_path=self.store_path or None)
-        elif self.store_path and session.store_path != self.store_path:
-            session.reopen(self.store_path)  # made by get_session() before the extension was loaded
+            session = NotebookSession(store_path=path, continue_thread=not default)
+        elif session.store_path != path and (not default or session.store_path == ":memory:"):
+            session.reopen(path)  # made by get_session() before the extension was loaded
+            if default:
+                session.use_thread()
         _replace_session(session)
-        announce_interrupted(run_store_of(session))
+        self.open_store(session)
         self._apply(session, only_set=True)
         self.proposing = False
         if session.notebook is None:
@@ -206,11 +203,6 @@ class AgentMagics(magic.Magics):
             else:
                 tracing.stop()
             print(tracing.describe())
-
-    @observe("store_path")
-    def _store_path_changed(self, change: Any) -> None:
-        if self._ready:
-            print(f"store_path takes effect at the next %agent reset (now: {self.session.store_path})")
 
     # ------------------------------------------------------------------ cell identity (re-run detection)
     def pre_run_cell(self, info: Any) -> None:

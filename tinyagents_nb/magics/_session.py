@@ -39,7 +39,7 @@ from tinyagents_nb.harness import (
     tool,
 )
 from tinyagents_nb.harness.memory import MemoryMiddleware, SessionState, ShortTermMemory, StoreChatHistory
-from tinyagents_nb.harness.observability import JournalSink, SQLiteEventJournal, events_to_dataframe
+from tinyagents_nb.harness.observability import AgentObservation, JournalSink, SQLiteEventJournal, events_to_dataframe
 from tinyagents_nb.harness.providers import ModelRegistry
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.stores import StoreRegistry
@@ -79,6 +79,8 @@ class NotebookSession:
         default_model: Used when a run names no model; ``None`` means the offline demo model.
         system_prompt: The default system prompt of runs that do not pass one.
         max_model_calls: The default cap on model calls per run.
+        continue_thread: Continue the thread the store saved last (``False``: start a new one; the
+            notebook's default store does, so Restart & Run All does not feed the model old turns).
     """
 
     def __init__(
@@ -88,7 +90,9 @@ class NotebookSession:
         default_model: str | None = None,
         system_prompt: str | None = None,
         max_model_calls: int = 25,
+        continue_thread: bool = True,
     ) -> None:
+        self._continue_thread = continue_thread
         self.models = ModelRegistry()
         self.tools = ToolRegistry()
         self.default_model = default_model or None
@@ -124,7 +128,7 @@ class NotebookSession:
         self.history = StoreChatHistory(self.store)
         self.state = SessionState(self.store)
         self._memory = MemoryMiddleware(ShortTermMemory(self.history))
-        saved = self.store.get(_META, "thread_id")
+        saved = self.store.get(_META, "thread_id") if self._continue_thread else None
         thread = ThreadId(saved) if isinstance(saved, str) else ThreadId.new()
         self.context: RunContext[None] = RunContext(
             config=RunConfig(thread_id=thread, tags=_TAGS), stores=StoreRegistry(self.store)
@@ -409,9 +413,14 @@ class NotebookSession:
         return _display.history_frame(self.messages(thread_id))
 
     def journal_frame(self, run: NotebookRun | None = None) -> pd.DataFrame:
-        """A pandas DataFrame of journaled events: one run's tree, or the whole session's."""
-        root = None if run is None else run.run_id
-        return events_to_dataframe(self.journal.read_from(0, root_run_id=root))
+        """A pandas DataFrame of journaled events: one run's tree, or those of every run of this session.
+
+        The store may hold earlier kernels' events too (it outlives the kernel); they are not this session's.
+        """
+        roots = [run] if run is not None else self._runs
+        found: list[AgentObservation] = [o for r in roots for o in self.journal.read_from(0, root_run_id=r.run_id)]
+        found.sort(key=lambda o: o.offset)  # runs of a session may overlap
+        return events_to_dataframe(found)
 
     def context_window(self, thread_id: str | None = None) -> tuple[ContextWindow | None, str, str]:
         """``(window, model, source)`` for a thread: the last run's measured window, else an estimate of its history."""

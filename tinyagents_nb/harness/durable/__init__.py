@@ -10,6 +10,7 @@ from __future__ import annotations
 from ._journal_mw import DurableJournal as DurableJournal
 from ._resume import ResumePlan as ResumePlan, plan_resume as plan_resume, resume_run as resume_run
 from ._run_store import (
+    Pruned as Pruned,
     RunStore as RunStore,
     RunStoreCorrupt as RunStoreCorrupt,
     RunStoreVersionError as RunStoreVersionError,
@@ -18,6 +19,7 @@ from ._run_store import (
 
 __all__ = [
     "DurableJournal",
+    "Pruned",
     "ResumePlan",
     "RunStore",
     "RunStoreCorrupt",

@@ -8,6 +8,7 @@ Sub-agent runs are not journaled separately: their parent's tool result records 
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._controls import SkipTool
@@ -15,6 +16,7 @@ from .._errors import Cancelled
 from .._messages import Message, ToolCall, UserMessage, dump_messages
 from .._middleware import Middleware
 from .._model import ModelResponse
+from .._usage import Usage
 from ._run_store import RunStore, usage_dict
 
 if TYPE_CHECKING:
@@ -47,25 +49,37 @@ class DurableJournal(Middleware):
         self.store = store if isinstance(store, RunStore) else RunStore(store)
         self.agent = agent
         self.model = model
-        self._resuming: dict[str, tuple[str, int]] = {}
+        self._resuming: dict[str, tuple[str, int, list[tuple[Usage, str, str | None]]]] = {}
 
-    def resuming(self, run_id: str, original: str, from_step: int) -> None:
-        """Announce that ``run_id`` continues ``original`` from its step ``from_step`` (set by resume)."""
-        self._resuming[run_id] = (original, from_step)
+    def resuming(
+        self, run_id: str, original: str, from_step: int, spent: Sequence[tuple[Usage, str, str | None]] = ()
+    ) -> None:
+        """Announce that ``run_id`` continues ``original`` from its step ``from_step`` (set by resume).
+
+        ``spent`` is what the original (and any run it continued) already spent: journaled with the new
+        run, so resuming it in turn still counts that spend against its budgets.
+        """
+        self._resuming[run_id] = (original, from_step, list(spent))
 
     async def before_agent(self, ctx: RunContext[Any], messages: list[Message]) -> None:
         if ctx.depth:
             return
-        original, from_step = self._resuming.pop(ctx.run_id, (None, None))
+        original, from_step, spent = self._resuming.pop(ctx.run_id, (None, None, []))
+        earlier = self.store.get(original) if original is not None else None
         self.store.start_run(
             ctx.run_id,
             agent=self.agent,
             model=self.model,
-            prompt=_prompt(messages),
+            prompt=earlier.prompt if earlier is not None else _prompt(messages),  # not a resume's note
             resumed_from=original,
             from_step=from_step,
         )
+        if spent:
+            carried = [{"usage": usage_dict(u), "model": m, "provider": p} for u, m, p in spent]
+            self.store.add_step(ctx.run_id, "carried", {"spent": carried})
         self.store.add_step(ctx.run_id, "input", {"messages": dump_messages(messages)})
+        if original is not None:  # only now: a kill before this point leaves the original resumable
+            self.store.mark_resumed(original, ctx.run_id)
 
     async def after_model(self, ctx: RunContext[Any], response: ModelResponse) -> ModelResponse:
         if not ctx.depth:

@@ -13,14 +13,18 @@ import os
 import warnings
 from typing import Any, Protocol
 
+from .._approval import ApprovalDesk
+from .._approval_gate import gate_tool_call, require_approval
 from .._config import RunConfig
 from .._context import RunContext
 from .._cost import CostUnknownWarning
-from .._errors import ConfigurationError
-from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, load_messages
+from .._errors import ConfigurationError, RunTimeout
+from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, load_messages
 from .._middleware import MiddlewareStack
+from .._policy import RunPolicy
 from .._run import AgentRun
 from .._tool_registry import ToolRegistry
+from .._tools import Tool, ToolResult
 from .._usage import Usage
 from ._journal_mw import DurableJournal
 from ._run_store import RunStore, StoredStep
@@ -31,6 +35,7 @@ class Resumable(Protocol):
 
     tools: ToolRegistry
     middleware: MiddlewareStack
+    policy: RunPolicy
 
     async def invoke_in_context(self, ctx: RunContext[Any], input: list[Message]) -> AgentRun: ...
 
@@ -65,6 +70,9 @@ class ResumePlan:
                 self.started.add(str(step.data["id"]))
             elif step.kind == "tool.done":
                 self.messages.extend(load_messages([step.data["message"]]))
+            elif step.kind == "carried":  # spend a resumed run took over from the run it continued
+                for entry in step.data["spent"]:
+                    self.spent.append((Usage(**entry["usage"]), str(entry["model"]), entry.get("provider")))
         if not self.messages:
             raise ConfigurationError(f"run {run_id} has no journaled input to resume from")
         answered = {m.tool_call_id for m in self.messages if isinstance(m, ToolMessage)}
@@ -93,20 +101,53 @@ def plan_resume(store: RunStore, run_id: str) -> ResumePlan:
     return ResumePlan(run_id, store.steps(run_id))
 
 
+def _deadline() -> RunTimeout:
+    return RunTimeout("the run's deadline passed while an approval of a resumed call waited")
+
+
+async def _decide(
+    harness: Resumable, ctx: RunContext[Any], tool: Tool, call: ToolCall, interrupted: bool
+) -> ToolCall | ToolResult:
+    """Ask (through the run's approval desk, or its unattended policy) whether a call may run on resume.
+
+    An interrupted call of a tool that is not idempotent is asked about whatever the tool's own rule,
+    since it may already have taken effect; a call that was waiting for its approval is asked again.
+    """
+    rule: Any = True if interrupted else getattr(tool, "requires_approval", False)
+    if rule is False or rule is None:
+        return call
+    return await gate_tool_call(
+        ctx,
+        require_approval(tool, rule),
+        call,
+        unattended=harness.policy.unattended_approval,
+        remaining_s=lambda: None,
+        on_deadline=_deadline,
+        timeout_s=harness.policy.approval_timeout_s,
+    )
+
+
 async def _settle(harness: Resumable, ctx: RunContext[Any], plan: ResumePlan) -> list[Message]:
-    """Answer every call the interrupted turn left open, so the transcript is valid for the provider."""
+    """Answer every call the interrupted turn left open, so the transcript is valid for the provider.
+
+    An idempotent tool's call runs again; a call that never started runs (after its approval, if
+    the tool asks for one); a non-idempotent call that started is run again only when approved
+    (a person at the approval card, or ``unattended_approval="approve"``), else skipped with a note.
+    """
     answers: list[Message] = []
     for call in plan.pending:
         tool = harness.tools.get(call.name)
         interrupted = call.id in plan.started
-        safe = tool is not None and bool(getattr(tool, "idempotent", False))
-        needs_approval = tool is not None and bool(getattr(tool, "requires_approval", False))
-        if tool is None or needs_approval or (interrupted and not safe):
-            note = SKIPPED_NOTE if interrupted else NOT_RUN_NOTE
-            answers.append(
-                ToolMessage(tool_call_id=call.id, name=call.name, text=note.format(name=call.name), is_error=True)
-            )
+        if tool is None:
+            answers.append(_note(NOT_RUN_NOTE, call))
             continue
+        if not (interrupted and getattr(tool, "idempotent", False)):
+            decided = await _decide(harness, ctx, tool, call, interrupted)
+            if isinstance(decided, ToolResult):
+                why = decided.to_message(call).text
+                answers.append(_note(f"{SKIPPED_NOTE if interrupted else NOT_RUN_NOTE} ({why})", call))
+                continue
+            call = decided
         try:
             result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
         except Exception as exc:  # a tool error is the model's to handle, as in the loop
@@ -118,6 +159,10 @@ async def _settle(harness: Resumable, ctx: RunContext[Any], plan: ResumePlan) ->
     return answers
 
 
+def _note(note: str, call: ToolCall) -> ToolMessage:
+    return ToolMessage(tool_call_id=call.id, name=call.name, text=note.format(name=call.name), is_error=True)
+
+
 async def resume_run(
     harness: Resumable,
     run_id: str,
@@ -125,11 +170,14 @@ async def resume_run(
     store: RunStore | str | os.PathLike[str],
     config: RunConfig | None = None,
     data: Any = None,
+    approvals: ApprovalDesk | None = None,
+    note: str | None = None,
 ) -> AgentRun:
     """Continue the journaled run ``run_id`` with ``harness`` (see ``AgentHarness.resume``)."""
     runs = store if isinstance(store, RunStore) else RunStore(store)
     plan = plan_resume(runs, run_id)
     ctx: RunContext[Any] = RunContext(config=config if config is not None else RunConfig(), data=data)
+    ctx.approvals = approvals
     new_id = str(ctx.run_id)
     with warnings.catch_warnings():  # an unknown price was reported when the call was made
         warnings.simplefilter("ignore", CostUnknownWarning)
@@ -145,8 +193,13 @@ async def resume_run(
                 provider=provider,
             )
     messages = [*plan.messages, *await _settle(harness, ctx, plan)]
+    if note:  # what changed while the run was down (e.g. variables a restart took away)
+        messages.append(UserMessage(text=note))
+    journaled = False
     for mw in harness.middleware.middleware:
         if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
-            mw.resuming(new_id, run_id, plan.from_step)
-    runs.mark_resumed(run_id, new_id)
+            mw.resuming(new_id, run_id, plan.from_step, plan.spent)  # it marks the original when it starts
+            journaled = True
+    if not journaled:
+        runs.mark_resumed(run_id, new_id)
     return await harness.invoke_in_context(ctx, messages)

@@ -33,7 +33,7 @@ from .._errors import ConfigurationError, StoreError
 from .._usage import Usage
 from ..stores import open_sqlite
 
-__all__ = ["RunStore", "RunStoreCorrupt", "RunStoreVersionError", "StoredRun", "StoredStep"]
+__all__ = ["Pruned", "RunStore", "RunStoreCorrupt", "RunStoreVersionError", "StoredRun", "StoredStep"]
 
 SCHEMA_VERSION = 1
 _HEADER = b"SQLite format 3\x00"
@@ -55,6 +55,21 @@ class RunStoreCorrupt(StoreError):
 
 class RunStoreVersionError(StoreError):
     """The run store was written by a newer TinyAgents-NB; it was left untouched."""
+
+
+@dataclass(frozen=True, slots=True)
+class Pruned:
+    """What ``RunStore.prune`` removed: whole runs, journaled events and chat threads."""
+
+    runs: int = 0
+    events: int = 0
+    threads: int = 0
+
+    def __add__(self, other: Pruned) -> Pruned:
+        return Pruned(self.runs + other.runs, self.events + other.events, self.threads + other.threads)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs or self.events or self.threads)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,6 +305,95 @@ class RunStore:
             from_step=from_step,
             resumed_by=resumed_by,
         )
+
+    # ------------------------------------------------------------------ retention
+    def prune(
+        self, *, keep_days: float | None = None, max_mb: float | None = None, keep_threads: tuple[str, ...] = ()
+    ) -> Pruned:
+        """Forget what is older than ``keep_days``, then the oldest until the file's data fits ``max_mb``.
+
+        Runs (with their steps), journaled events and chat threads go by age: a run by when it started,
+        an event by its time, a thread by its last message. A run still running in a live process and
+        the threads in ``keep_threads`` are never removed. Other tables in the file (batch jobs,
+        session settings) are left alone. A file shrunk for ``max_mb`` is vacuumed, once.
+        """
+        now = time.time()
+        pruned = Pruned()
+        if keep_days is not None:
+            pruned += self._prune_before(now - keep_days * 86_400.0, keep_threads)
+        if max_mb is not None:
+            budget, shrunk = int(max_mb * 1_000_000), Pruned()
+            for _ in range(8):  # each round drops the older half of what is left
+                if self._used_bytes() <= budget:
+                    break
+                cutoff = self._median_time()
+                if cutoff is None:
+                    break
+                shrunk += self._prune_before(cutoff, keep_threads)
+            if shrunk and self._path != ":memory:":
+                self._execute("VACUUM", ())
+                self._rows("PRAGMA wal_checkpoint(TRUNCATE)", ())  # the space leaves the write-ahead log too
+            pruned += shrunk
+        return pruned
+
+    def _tables(self) -> set[str]:
+        return {str(r[0]) for r in self._rows("SELECT name FROM sqlite_master WHERE type = 'table'", ())}
+
+    def _used_bytes(self) -> int:
+        pages = self._rows("PRAGMA page_count", ())[0][0]
+        free = self._rows("PRAGMA freelist_count", ())[0][0]
+        size = self._rows("PRAGMA page_size", ())[0][0]
+        return int((pages - free) * size)
+
+    def _median_time(self) -> float | None:
+        """The time that splits what the file holds (runs' starts and events) into an older and a newer half."""
+        times = [float(r[0]) for r in self._rows("SELECT started_at FROM tinyagents_runs", ())]
+        if "tinyagents_events" in self._tables():
+            times += [float(r[0]) for r in self._rows("SELECT ts FROM tinyagents_events", ())]
+        if len(times) < 2:
+            return None
+        times.sort()
+        return times[len(times) // 2]
+
+    def _prune_before(self, cutoff: float, keep_threads: tuple[str, ...]) -> Pruned:
+        tables = self._tables()
+        old = [
+            (str(run_id), str(status), str(owner))
+            for run_id, status, owner in self._rows(
+                "SELECT run_id, status, owner FROM tinyagents_runs WHERE started_at < ?", (cutoff,)
+            )
+        ]
+        gone = [run_id for run_id, status, owner in old if status != "running" or not _owner_alive(owner)]
+        with self._lock:
+            try:
+                self._conn.execute("BEGIN IMMEDIATE")
+                for run_id in gone:
+                    self._conn.execute("DELETE FROM tinyagents_steps WHERE run_id = ?", (run_id,))
+                    self._conn.execute("DELETE FROM tinyagents_runs WHERE run_id = ?", (run_id,))
+                events = 0
+                if "tinyagents_events" in tables:
+                    events = self._conn.execute("DELETE FROM tinyagents_events WHERE ts < ?", (cutoff,)).rowcount
+                threads = 0
+                if "tinyagents_kv" in tables:
+                    stale = [
+                        str(r[0])
+                        for r in self._conn.execute(
+                            "SELECT namespace FROM tinyagents_kv WHERE namespace LIKE 'threads' || char(31) || '%' "
+                            "GROUP BY namespace HAVING MAX(updated_at) < ?",
+                            (cutoff,),
+                        ).fetchall()
+                    ]
+                    keep = {f"threads\x1f{t}" for t in keep_threads}
+                    for namespace in stale:
+                        if namespace not in keep:
+                            self._conn.execute("DELETE FROM tinyagents_kv WHERE namespace = ?", (namespace,))
+                            threads += 1
+                self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                with contextlib.suppress(sqlite3.Error):
+                    self._conn.execute("ROLLBACK")
+                raise StoreError(f"run store {self._path!r}: pruning failed: {exc}") from exc
+        return Pruned(runs=len(gone), events=events, threads=threads)
 
     def close(self) -> None:
         with self._lock, contextlib.suppress(sqlite3.Error):
