@@ -2,7 +2,8 @@
 
 Besides the magics it wires two kernel hooks (see ``_waiting`` and ``_interrupt``): on ipykernel
 7.x input transformers make waiting ``%%agent`` cells and ``%agent wait`` lines awaiting ones, so
-the dashboards' buttons work while they wait; and ■ on an idle kernel cancels background runs.
+the dashboards' buttons work while they wait; ■ on an idle kernel cancels background runs; and a
+shut-down or restart of the kernel first stops the runs so that their records replace their dashboards.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 from ._interrupt import install_idle_interrupt, uninstall_idle_interrupt
 from ._magics import AgentMagics
 from ._session import _replace_session, get_session
+from ._shutdown import install_shutdown_hook, uninstall_shutdown_hook
 from ._waiting import agent_cell_transformer, agent_wait_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -32,6 +34,7 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.extend(transforms)
         _TRANSFORMERS[id(ipython)] = transforms
     install_idle_interrupt(ipython, get_session)
+    install_shutdown_hook(ipython, lambda: get_session().active_runs())
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -55,6 +58,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         if transform in ipython.input_transformers_cleanup:
             ipython.input_transformers_cleanup.remove(transform)
     uninstall_idle_interrupt(ipython)
+    uninstall_shutdown_hook(ipython)
     if magics in ipython.configurables:
         ipython.configurables.remove(magics)
     session = _replace_session(None)

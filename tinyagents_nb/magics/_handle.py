@@ -86,6 +86,8 @@ class NotebookRun:
         self._crash: BaseException | None = None
         self._future: Future[AgentRun] | None = None
         self._queued = False
+        self.ended_by: str | None = None
+        """Why the run was stopped, when that is not its cancel reason (the kernel shut down after ■)."""
 
     # ------------------------------------------------------------------ identity and state
     @property
@@ -140,6 +142,15 @@ class NotebookRun:
         if live.status != "running":
             return live.status
         return "paused" if live.phase == "paused" else "running"
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a cancelled run stopped: ``ended_by``, else the reason its cancel gave."""
+        if self.ended_by:
+            return self.ended_by
+        outcome = self._outcome
+        reason = getattr(outcome.error, "reason", None) if outcome is not None else None
+        return reason if isinstance(reason, str) else None
 
     @property
     def final_text(self) -> str:

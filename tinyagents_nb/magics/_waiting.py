@@ -30,6 +30,7 @@ import tokenize
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from types import FrameType
 from typing import Any, Literal
 
 from IPython.core.inputtransformer2 import make_tokens_by_line
@@ -45,6 +46,7 @@ __all__ = [
     "agent_cell_transformer",
     "agent_wait_transformer",
     "kernel_major",
+    "said_in",
     "sync_delivery",
     "wait_async",
     "wait_runs",
@@ -74,6 +76,12 @@ def kernel_major(shell: Any) -> int | None:
 def sync_delivery(shell: Any) -> Delivery:
     """Whether a synchronous waiting cell can hear clicks: by pumping the kernel (6.x) or not at all."""
     return "pump" if kernel_major(shell) == 6 else "none"
+
+
+def said_in(run: NotebookRun) -> Callable[[str], None]:
+    """Where a waiting cell says what ■ did: in the run's own output, which its record replaces."""
+    transient = getattr(run.view, "transient", None)
+    return transient if callable(transient) else lambda text: print(text, flush=True)
 
 
 def _interrupted(run: NotebookRun, count: int, say: Callable[[str], None]) -> bool:
@@ -109,13 +117,13 @@ def wait_sync(
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
     """
-    with _interruptible():
+    with _interrupts_counted() as interrupts:
         if delivery == "pump":
             from jupyter_ui_poll import ui_events
 
             with ui_events() as poll, (pumping or nullcontext)():
-                return _wait_loop(run, future, say, _both(lambda: poll(10), work))
-        return _wait_loop(run, future, say, work)
+                return _wait_loop(run, future, say, _both(lambda: poll(10), work), interrupts)
+        return _wait_loop(run, future, say, work, interrupts)
 
 
 def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Callable[[], object]:
@@ -129,43 +137,66 @@ def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Call
     return both
 
 
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    """■ raises ``KeyboardInterrupt`` here even in a cell the kernel did not dispatch itself.
+class _Interrupts:
+    """SIGINT while a synchronous cell waits, counted here and acted on by its wait loop.
 
-    ``jupyter_ui_poll`` replays the execute requests it deferred (a re-run, Run All's next cells)
-    outside ipykernel's dispatch, which is what installs Python's SIGINT handler for a request;
-    without this, ■ in such a cell would reach only the idle-time handler.
+    Raising ``KeyboardInterrupt`` wherever the main thread happens to be can land outside the
+    loop's ``try``: in ``jupyter_ui_poll`` entering or leaving, or inside its pump (which runs the
+    kernel's ``do_one_iteration`` on a helper thread and is left half-done). In a cell
+    ``jupyter_ui_poll`` replayed (a re-run, Run All's next cell on ipykernel 6) that ended the cell
+    with a traceback instead of a cooperative stop. A counted interrupt is handled at the loop's
+    next turn (within ``_POLL_S``), wherever it arrived. Code the agent runs on the main thread
+    (``work``) installs its own handler meanwhile, so ■ still interrupts that code.
     """
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+
+@contextmanager
+def _interrupts_counted() -> Iterator[_Interrupts]:
+    """While inside, ■ is counted (see ``_Interrupts``), in any cell: also one ``jupyter_ui_poll`` replayed.
+
+    A replayed cell is run outside ipykernel's dispatch, which is what installs Python's SIGINT
+    handler for a request; this handler covers both. Off the main thread nothing can be installed
+    (and no signal arrives there): the count stays 0.
+    """
+    interrupts = _Interrupts()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield interrupts
         return
     previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.default_int_handler:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupts)
     try:
-        yield
+        yield interrupts
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
 def _wait_loop(
-    run: NotebookRun, future: Future[AgentRun], say: Callable[[str], None], pump: Callable[[], object] | None
+    run: NotebookRun,
+    future: Future[AgentRun],
+    say: Callable[[str], None],
+    pump: Callable[[], object] | None,
+    interrupts: _Interrupts,
 ) -> bool:
-    interrupts = 0
+    handled = 0
     while True:
+        while handled < interrupts.count:
+            handled += 1
+            if _interrupted(run, handled, say):
+                return False
         try:
             if pump is not None:
                 pump()
             future.exception(timeout=_POLL_S)  # raises TimeoutError until it resolved
         except TimeoutError:
             continue
-        except KeyboardInterrupt:
-            interrupts += 1
-            if _interrupted(run, interrupts, say):
-                return False
+        except KeyboardInterrupt:  # raised by other means (e.g. a handler that code run meanwhile left)
+            interrupts.count += 1
             continue
         return True
 
@@ -185,9 +216,9 @@ def wait_runs(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
-    def waited(pump: Callable[[], object] | None) -> WaitOutcome:
+    def waited(pump: Callable[[], object] | None, interrupts: _Interrupts) -> WaitOutcome:
         try:
-            while True:
+            while not interrupts.count:
                 if pump is not None:
                     pump()
                 _, pending = wait(futures, timeout=_POLL_S)
@@ -196,14 +227,16 @@ def wait_runs(
                 if deadline is not None and time.monotonic() >= deadline:
                     return "timeout"
         except KeyboardInterrupt:
-            return "interrupted"
+            pass
+        return "interrupted"
 
-    if delivery == "pump":
-        from jupyter_ui_poll import ui_events
+    with _interrupts_counted() as interrupts:
+        if delivery == "pump":
+            from jupyter_ui_poll import ui_events
 
-        with ui_events() as poll:
-            return waited(_both(lambda: poll(10), work))
-    return waited(work)
+            with ui_events() as poll:
+                return waited(_both(lambda: poll(10), work), interrupts)
+        return waited(work, interrupts)
 
 
 async def wait_async(run: NotebookRun, future: Future[AgentRun], *, say: Callable[[str], None]) -> bool:
