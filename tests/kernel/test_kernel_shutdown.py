@@ -86,3 +86,13 @@ def test_ending_the_kernel_mid_run_leaves_records_not_live_dashboards(fresh: Ker
         background._handle(msg)
     _ends_as_record(background, why)
     assert "word599" not in waiting.markdown() + background.markdown()
+
+
+def test_a_record_the_shutdowns_own_interrupt_wrote_says_the_kernel_was_shut_down(fresh: KernelHarness) -> None:
+    """jupyter_client interrupts before it asks: an idle kernel's ■ may end a background run first."""
+    background = LiveCell(fresh, "%%agent --model slow --background --name bg\nA long story")
+    assert background.pump(lambda c: c.idle and _streaming(c)), "the background run never streamed"
+    fresh.interrupt()
+    assert background.pump(lambda c: "— stopped here —" in c.markdown(), timeout=10)  # its record: "interrupted"
+    fresh.km.shutdown_kernel(now=False)  # (the interrupt it sends first finds nothing running)
+    _ends_as_record(background, "the kernel was shut down")

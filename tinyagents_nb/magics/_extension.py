@@ -34,7 +34,7 @@ def load_ipython_extension(ipython: Any) -> None:
         ipython.input_transformers_cleanup.extend(transforms)
         _TRANSFORMERS[id(ipython)] = transforms
     install_idle_interrupt(ipython, get_session)
-    install_shutdown_hook(ipython, lambda: get_session().active_runs())
+    install_shutdown_hook(ipython, lambda: get_session().runs)
 
 
 def unload_ipython_extension(ipython: Any) -> None:

@@ -49,7 +49,7 @@ from ._rerun import RerunWatch
 from ._rlm import output_class, rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
 from ._usage import parse_line, positive_int
-from ._waiting import UNREACHABLE, Delivery, said_in, sync_delivery, wait_async, wait_sync
+from ._waiting import UNREACHABLE, Delivery, interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
 
 __all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
 
@@ -286,8 +286,12 @@ class AgentMagics(magic.Magics):
             _map_cell.wait_map_sync(mapped, delivery=sync_delivery(self.shell))
             _map_cell.finish_map(mapped, self.shell)
             return
-        run, mode = self._launch(line, cell, delivery=sync_delivery(self.shell))
-        if mode == "waiting":
+        with interrupts_counted() as interrupts:  # a ■ while the run starts is kept for the wait (or the run)
+            run, mode = self._launch(line, cell, delivery=sync_delivery(self.shell))
+            if mode != "waiting":
+                if interrupts.count:
+                    run.cancel("interrupted")
+                return
             future = run.future
             assert future is not None
             with self.reruns.watching(self.shell, self._cell[0], run):
@@ -299,6 +303,7 @@ class AgentMagics(magic.Magics):
                     say=said_in(run),
                     work=self._main_thread_work,
                     pumping=pumping,
+                    interrupts=interrupts,
                 )
 
     def _main_thread_work(self) -> None:

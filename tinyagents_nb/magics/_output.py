@@ -79,6 +79,12 @@ class CellView:
             self.record_shown = True
             self._publish(record_bundle(self.run), update=True)
 
+    def show_record_again(self) -> None:
+        """Send the record again (its reason changed: the kernel shut down right after ■ stopped the run)."""
+        with self._lock:
+            if self.record_shown:
+                self._publish(record_bundle(self.run), update=True)
+
     def transient(self, text: str) -> None:
         """A line that holds only while the run is live (what ■ did): its record replaces it.
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import wait
 from typing import Any, Final
@@ -31,6 +32,8 @@ GRACE_S: Final = 2.0
 ``shutdown_wait_time`` (2.5 s by default), and the kernel's own shutdown needs some of that."""
 
 _REQUEST: Final = "shutdown_request"
+_JUST_NOW_S: Final = 2.0
+"""An interrupt this recent before the shut-down request was the shut-down's own."""
 
 
 def stop_for_exit(runs: Sequence[NotebookRun], reason: str, *, grace_s: float = GRACE_S) -> list[NotebookRun]:
@@ -51,17 +54,19 @@ def stop_for_exit(runs: Sequence[NotebookRun], reason: str, *, grace_s: float = 
 class _ShutdownHook:
     """The kernel's ``shutdown_request`` handler, preceded by ``stop_for_exit`` of the active runs."""
 
-    def __init__(self, inner: Callable[..., Any], active: Callable[[], Sequence[NotebookRun]]) -> None:
+    def __init__(self, inner: Callable[..., Any], runs: Callable[[], Sequence[NotebookRun]]) -> None:
         self.inner = inner
-        self._active = active
+        self._runs = runs
 
     async def __call__(self, stream: Any, ident: Any, parent: dict[str, Any]) -> None:
         try:
             restart = bool((parent.get("content") or {}).get("restart"))
-            runs = list(self._active())
-            if runs:  # on a worker thread: the loop this runs on (control or shell) keeps serving meanwhile
-                reason = RESTART if restart else SHUTDOWN
-                await asyncio.get_running_loop().run_in_executor(None, lambda: stop_for_exit(runs, reason))
+            reason = RESTART if restart else SHUTDOWN
+            runs = list(self._runs())
+            active = [run for run in runs if run.mode is not None and not run.done]
+            if active:  # on a worker thread: the loop this runs on (control or shell) keeps serving meanwhile
+                await asyncio.get_running_loop().run_in_executor(None, lambda: stop_for_exit(active, reason))
+            _say_again(runs, reason)
         except Exception:  # never hold the kernel's own shutdown up
             pass
         result = self.inner(stream, ident, parent)
@@ -69,8 +74,26 @@ class _ShutdownHook:
             await result
 
 
-def install_shutdown_hook(shell: Any, active: Callable[[], Sequence[NotebookRun]]) -> bool:
-    """Stop the active runs before the kernel handles a shutdown request; returns whether it could.
+def _say_again(runs: Sequence[NotebookRun], reason: str) -> None:
+    """Runs the shut-down's own interrupt already stopped: their records say why again, with ``reason``.
+
+    jupyter_client interrupts the kernel just before it asks it to shut down, and an idle kernel's
+    ■ stops a background run (and writes its record) in a fraction of a second: that record would
+    say "interrupted" for a run the shut-down ended.
+    """
+    now = time.monotonic()
+    for run in runs:
+        ended = run.ended_at
+        if run.stop_reason != "interrupted" or ended is None or now - ended > _JUST_NOW_S:
+            continue
+        run.ended_by = reason
+        again = getattr(run.view, "show_record_again", None)
+        if callable(again):
+            again()
+
+
+def install_shutdown_hook(shell: Any, runs: Callable[[], Sequence[NotebookRun]]) -> bool:
+    """Stop the active ``runs()`` before the kernel handles a shutdown request; returns whether it could.
 
     Both tables are wrapped: frontends send the request on the control channel, older ones on shell.
     """
@@ -82,7 +105,7 @@ def install_shutdown_hook(shell: Any, active: Callable[[], Sequence[NotebookRun]
         if inner is None:
             continue
         if not isinstance(inner, _ShutdownHook):
-            handlers[_REQUEST] = _ShutdownHook(inner, active)
+            handlers[_REQUEST] = _ShutdownHook(inner, runs)
         hooked = True
     return hooked
 

@@ -42,9 +42,11 @@ from ._handle import NotebookRun
 __all__ = [
     "UNREACHABLE",
     "Delivery",
+    "Interrupts",
     "WaitOutcome",
     "agent_cell_transformer",
     "agent_wait_transformer",
+    "interrupts_counted",
     "kernel_major",
     "said_in",
     "sync_delivery",
@@ -102,6 +104,7 @@ def wait_sync(
     say: Callable[[str], None],
     work: Callable[[], object] | None = None,
     pumping: Callable[[], AbstractContextManager[object]] | None = None,
+    interrupts: Interrupts | None = None,
 ) -> bool:
     """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
 
@@ -113,17 +116,19 @@ def wait_sync(
         work: Called at each poll, on this (the main) thread: the code the agent runs in the kernel.
         pumping: Entered while the kernel is pumped (after ``jupyter_ui_poll`` took over its
             execute requests), e.g. to see a re-run of this cell arrive.
+        interrupts: The ■ counter the caller installed before starting the run (``interrupts_counted``);
+            one is installed for the wait otherwise.
 
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
     """
-    with _interrupts_counted() as interrupts:
+    with nullcontext(interrupts) if interrupts is not None else interrupts_counted() as counted:
         if delivery == "pump":
             from jupyter_ui_poll import ui_events
 
             with ui_events() as poll, (pumping or nullcontext)():
-                return _wait_loop(run, future, say, _both(lambda: poll(10), work), interrupts)
-        return _wait_loop(run, future, say, work, interrupts)
+                return _wait_loop(run, future, say, _both(lambda: poll(10), work), counted)
+        return _wait_loop(run, future, say, work, counted)
 
 
 def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Callable[[], object]:
@@ -137,7 +142,7 @@ def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Call
     return both
 
 
-class _Interrupts:
+class Interrupts:
     """SIGINT while a synchronous cell waits, counted here and acted on by its wait loop.
 
     Raising ``KeyboardInterrupt`` wherever the main thread happens to be can land outside the
@@ -157,14 +162,14 @@ class _Interrupts:
 
 
 @contextmanager
-def _interrupts_counted() -> Iterator[_Interrupts]:
-    """While inside, ■ is counted (see ``_Interrupts``), in any cell: also one ``jupyter_ui_poll`` replayed.
+def interrupts_counted() -> Iterator[Interrupts]:
+    """While inside, ■ is counted (see ``Interrupts``), in any cell: also one ``jupyter_ui_poll`` replayed.
 
     A replayed cell is run outside ipykernel's dispatch, which is what installs Python's SIGINT
     handler for a request; this handler covers both. Off the main thread nothing can be installed
     (and no signal arrives there): the count stays 0.
     """
-    interrupts = _Interrupts()
+    interrupts = Interrupts()
     if threading.current_thread() is not threading.main_thread():
         yield interrupts
         return
@@ -181,7 +186,7 @@ def _wait_loop(
     future: Future[AgentRun],
     say: Callable[[str], None],
     pump: Callable[[], object] | None,
-    interrupts: _Interrupts,
+    interrupts: Interrupts,
 ) -> bool:
     handled = 0
     while True:
@@ -216,7 +221,7 @@ def wait_runs(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
-    def waited(pump: Callable[[], object] | None, interrupts: _Interrupts) -> WaitOutcome:
+    def waited(pump: Callable[[], object] | None, interrupts: Interrupts) -> WaitOutcome:
         try:
             while not interrupts.count:
                 if pump is not None:
@@ -230,7 +235,7 @@ def wait_runs(
             pass
         return "interrupted"
 
-    with _interrupts_counted() as interrupts:
+    with interrupts_counted() as interrupts:
         if delivery == "pump":
             from jupyter_ui_poll import ui_events
 
