@@ -186,12 +186,21 @@ async def test_an_interrupt_cancels_a_blocking_run_and_keeps_the_partial_answer(
 ) -> None:
     words = [f"w{i} " for i in range(200)]
     session.register_model("stream", StreamingMock(words, chunk_delay_s=0.02))
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
+    stop = threading.Event()
+
+    def press_interrupt_once_it_streams() -> None:  # ■ by what was seen, not after a fixed time (load varies)
+        while not stop.wait(0.01):
+            run = shell.user_ns.get("_agent")
+            if run is not None and run.dashboard is not None and "w1 " in run.dashboard.transcript.text():
+                _thread.interrupt_main()
+                return
+
+    presser = threading.Thread(target=press_interrupt_once_it_streams, daemon=True)
+    presser.start()
     try:
         shell.run_cell_magic("agent", "--model stream --wait", "count slowly")
     finally:
-        timer.cancel()
+        stop.set()
     handle = last_run(shell)
     assert handle.status == "cancelled"
     assert handle.mode == "waiting"
