@@ -212,6 +212,25 @@ async def test_an_interrupt_cancels_a_blocking_run_and_keeps_the_partial_answer(
     await until(lambda: handle.dashboard.state.finished)
 
 
+async def test_an_interrupt_while_the_cell_starts_its_run_stops_the_run_without_a_traceback(
+    shell: InteractiveShell, session: NotebookSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """■ before the wait began (e.g. as ``jupyter_ui_poll`` sets up in a replayed cell) is kept for the wait."""
+    session.register_model("stream", StreamingMock([f"w{i} " for i in range(400)], chunk_delay_s=0.02))
+    new_run = session.new_run
+
+    def interrupted_while_starting(*args: object, **kwargs: object) -> NotebookRun:
+        _thread.interrupt_main()  # SIGINT lands in the middle of the magic's set-up
+        return new_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(session, "new_run", interrupted_while_starting)
+    shell.run_cell_magic("agent", "--model stream --wait", "count slowly")  # no KeyboardInterrupt escapes
+    handle = last_run(shell)
+    assert handle.status == "cancelled"
+    assert handle.stop_reason == "interrupted"
+    await until(lambda: handle.dashboard.state.finished)
+
+
 async def test_a_queued_run_cancelled_while_waiting_ends_at_once(
     shell: InteractiveShell, session: NotebookSession
 ) -> None:
