@@ -7,7 +7,8 @@ dashboards would keep saying "● running" beside a live Stop button (ipywidgets
 disconnected on a restart but not after a shut-down), and the saved notebook would keep that.
 
 So the request is held while every active run is cancelled and, for at most ``GRACE_S``, until
-their records have replaced their dashboards; then the kernel's own handler runs. Each run's
+their records have replaced their dashboards; then the kernel's own handler runs. (On a restart
+JupyterLab drops what the old kernel sends meanwhile; its views then show the disconnected note.) Each run's
 record says why it stopped (``SHUTDOWN`` or ``RESTART``), even when the interrupt that came first
 already cancelled it as "interrupted".
 """
