@@ -1,6 +1,7 @@
 """JupyterLab and Notebook 7 in headless Debian Chromium: re-running a waiting cell stops its run, a
-budget refusal's money is never typeset as math, and the record keeps the run's details (collapsed)
-through save and an nbconvert HTML export.
+budget refusal's money (and a record's cost line) is never typeset as math, while a Markdown output
+with math written on purpose is (the control), the record keeps the run's details (collapsed)
+through save and an nbconvert HTML export, and Kernel ▸ Shut Down mid-run leaves a record.
 
 Screenshots land in ``artifacts/`` (ignored by git) for a person to look at.
 """
@@ -52,8 +53,12 @@ CELLS = [
     "%%agent --model priced --name costly\nWhat does it cost?",
     "%config AgentMagics.max_cost_usd = None",
     "%%agent --model orchestrator --name tides\nHow much tidal power is there?",
+    "from IPython.display import Markdown\nMarkdown('control: $x^2 + y^2$ is math written on purpose')",
+    "%%agent --model slow --background --name bg\nA story the kernel will not see the end of.",
 ]
-RERUN, BUDGET, TIDES = 2, 4, 6
+RERUN, BUDGET, TIDES, CONTROL, SHUTDOWN = 2, 4, 6, 7, 8
+MATH = "mjx-container, .MathJax, .MathJax_Preview, .katex, .katex-display, script[type^='math/tex']"
+"""Whatever MathJax 2/3 or KaTeX leaves where it typeset something."""
 
 
 @pytest.fixture
@@ -128,7 +133,7 @@ def test_rerun_stops_the_old_run_money_is_not_math_and_the_record_keeps_details(
             text = refused.inner_text()
             assert "$0.0001" in text
             assert "%config AgentMagics.max_cost_usd" in text
-            assert refused.locator("mjx-container, .MathJax, .katex").count() == 0, "money was typeset as math"
+            assert refused.locator(MATH).count() == 0, "money was typeset as math"
             assert not re.search(r"run-[0-9a-f]{12}-", text), "a full run id is shown"
             refused.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / f"polish-{frontend}-budget.png"), full_page=True)
@@ -142,9 +147,33 @@ def test_rerun_stops_the_old_run_money_is_not_math_and_the_record_keeps_details(
             summary.first.click()
             expect(record.locator("details")).to_contain_text("researcher")
             expect(record.locator("details")).to_contain_text('{"topic": "tidal"}')
-            assert record.locator("mjx-container, .MathJax").count() == 0
+            expect(record).to_contain_text(re.compile(r"\$0\.\d{6}\]"))  # the summary line; the cost table has more $
+            assert record.locator(MATH).count() == 0
             record.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / f"polish-{frontend}-details.png"), full_page=True)
+
+            # 4. the control: this frontend does typeset $…$ in Markdown output, so the zero counts above mean it
+            count += 1
+            _run_and_wait(page, panel, CONTROL, count)
+            control = panel.locator(".jp-Cell").nth(CONTROL).locator(".jp-Cell-outputArea")
+            expect(control.locator(MATH).first).to_be_attached(timeout=30_000)
+            outputs = panel.locator(".jp-Cell-outputArea")
+            typeset = [i for i in range(outputs.count()) if i != CONTROL and outputs.nth(i).locator(MATH).count()]
+            assert typeset == [], f"package text in cells {typeset} was typeset as math"
+
+            # 5. Kernel ▸ Shut Down mid-run: the run's record replaces its dashboard, no live Stop is left
+            count += 1
+            _run_and_wait(page, panel, SHUTDOWN, count)
+            gone = panel.locator(".jp-Cell").nth(SHUTDOWN).locator(".jp-Cell-outputArea")
+            expect(gone).to_contain_text("word3", timeout=30_000)
+            page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
+            expect(gone).to_contain_text("stopped: the kernel was shut down", timeout=30_000)
+            expect(gone).to_contain_text("cancelled (the kernel was shut down)")
+            assert gone.locator("button").count() == 0, "a control is left on a run whose kernel is gone"
+            assert "●" not in gone.inner_text()
+            assert "■ interrupt" not in gone.inner_text()  # jupyter_client interrupts first: no line is left
+            gone.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / f"polish-{frontend}-shutdown.png"), full_page=True)
 
             # saved, then exported without a kernel: the details and the stop are still there
             page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
@@ -164,7 +193,9 @@ def test_rerun_stops_the_old_run_money_is_not_math_and_the_record_keeps_details(
             body.locator("details > summary").first.click()
             expect(body.locator("details").first).to_contain_text("researcher")
             expect(body).to_contain_text("BudgetExceeded")
-            assert body.locator("mjx-container, .MathJax").count() == 0
+            expect(body).to_contain_text("stopped: the kernel was shut down")
+            cells = body.locator(".jp-Cell").all()
+            assert [i for i, c in enumerate(cells) if i != CONTROL and c.locator(MATH).count()] == []
             page.screenshot(path=str(ARTIFACTS / f"polish-{frontend}-export.png"), full_page=True)
         finally:
             browser.close()

@@ -158,6 +158,8 @@ class LiveCell:
             self.msg_id = msg["header"]["msg_id"]
         self.result = CellResult(msg_id=self.msg_id, status="")
         self.models: dict[str, dict[str, Any]] = {}
+        self.opened: set[str] = set()
+        """The widget models this cell opened (``models`` is shared with the cells it ``adopt``-ed)."""
         self.others: list[dict[str, Any]] = []
         self.idle = False
 
@@ -187,6 +189,8 @@ class LiveCell:
         kind, content = msg["msg_type"], msg["content"]
         if kind == "comm_open":
             self.models[content["comm_id"]] = dict(content.get("data", {}).get("state", {}))
+            if msg["parent_header"].get("msg_id") == self.msg_id:
+                self.opened.add(content["comm_id"])
         elif kind == "comm_msg":
             data = content.get("data", {})
             if data.get("method") in ("update", "echo_update"):
@@ -212,10 +216,15 @@ class LiveCell:
                 return comm_id
         raise LookupError(f"no {model} with {match} among {len(self.models)} widgets")
 
-    def html(self) -> str:
-        """What the dashboard shows: every HTML/Label widget's value and every Output widget's Markdown, joined."""
+    def html(self, *, own: bool = False) -> str:
+        """What the dashboard shows: every HTML/Label widget's value and every Output widget's Markdown, joined.
+
+        ``own``: only the widgets this cell opened (not an adopted cell's dashboard).
+        """
         parts: list[str] = []
-        for state in self.models.values():
+        for comm_id, state in self.models.items():
+            if own and comm_id not in self.opened:
+                continue
             name = state.get("_model_name")
             if name in ("HTMLModel", "LabelModel"):
                 parts.append(str(state.get("value", "")))

@@ -66,7 +66,9 @@ def test_kernel_interrupt_in_a_waiting_cell_cancels_and_keeps_the_partial_text(k
     kernel.interrupt()
     result = kernel._collect(msg_id, 30)
     assert result.error is None, result.error  # the cell ends cleanly, not with a traceback wall
-    assert "interrupted: stopping the run" in result.stdout
+    # what ■ did was said in the dashboard, which the record replaced: no stale "stopping" line is kept
+    assert "interrupted: stopping the run" not in result.text()
+    assert [list(o["data"]) for o in result.outputs] == [["text/markdown", "text/plain"]]
     assert "w0" in result.text()  # the record replaced the dashboard: partial text and summary
     assert "[cancelled (interrupted)" in result.text()
     assert kernel.value("blocked.status") == "cancelled"

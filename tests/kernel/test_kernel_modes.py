@@ -98,7 +98,10 @@ def test_kernel_interrupt_cancels_a_waiting_cell_cooperatively(ready: KernelHarn
     assert cell.pump(_streaming)
     ready.interrupt()
     result = cell.finish()
-    assert "interrupted: stopping the run" in result.stdout
+    assert "interrupted: stopping the run (interrupt again to stop waiting)" in cell.html()  # said live
+    # ... in the run's own output, so the record that replaced it is all the saved cell keeps
+    assert "interrupted" not in result.stdout
+    assert [list(o["data"]) for o in result.outputs] == [["text/markdown", "text/plain"]]
     assert "cancelled" in cell.markdown()
     assert ready.value("w3.status") == "cancelled"
 
@@ -151,7 +154,9 @@ def test_interrupt_while_idle_cancels_background_runs(ready: KernelHarness) -> N
     # nothing else is sent: the idle kernel itself must react, in the run's own cell
     assert cell.pump(lambda c: "cancelled" in c.markdown(), timeout=10)
     assert time.monotonic() - interrupted < 2.0
-    assert cell.result.stdout == "■ interrupt: stopping background run bg4\n"
+    assert "■ interrupt: stopping background run bg4" in cell.html()  # said in the dashboard, not below the record
+    assert cell.result.stdout == ""
+    assert [list(o["data"]) for o in cell.result.outputs] == [["text/markdown", "text/plain"]]
     assert ready.value("bg4.outcome.error.reason") == "interrupted"
     assert ready.execute("1 + 1").status == "ok"  # the kernel itself was not disturbed
 

@@ -186,12 +186,21 @@ async def test_an_interrupt_cancels_a_blocking_run_and_keeps_the_partial_answer(
 ) -> None:
     words = [f"w{i} " for i in range(200)]
     session.register_model("stream", StreamingMock(words, chunk_delay_s=0.02))
-    timer = threading.Timer(0.3, _thread.interrupt_main)
-    timer.start()
+    stop = threading.Event()
+
+    def press_interrupt_once_it_streams() -> None:  # ■ by what was seen, not after a fixed time (load varies)
+        while not stop.wait(0.01):
+            run = shell.user_ns.get("_agent")
+            if run is not None and run.dashboard is not None and "w1 " in run.dashboard.transcript.text():
+                _thread.interrupt_main()
+                return
+
+    presser = threading.Thread(target=press_interrupt_once_it_streams, daemon=True)
+    presser.start()
     try:
         shell.run_cell_magic("agent", "--model stream --wait", "count slowly")
     finally:
-        timer.cancel()
+        stop.set()
     handle = last_run(shell)
     assert handle.status == "cancelled"
     assert handle.mode == "waiting"
@@ -200,6 +209,25 @@ async def test_an_interrupt_cancels_a_blocking_run_and_keeps_the_partial_answer(
     assert out.strip().splitlines()[-1].startswith("[cancelled (interrupted) · 0 model calls")
     assert handle.final_text.startswith("w0 w1 ")
     assert len(handle.final_text) < len("".join(words))
+    await until(lambda: handle.dashboard.state.finished)
+
+
+async def test_an_interrupt_while_the_cell_starts_its_run_stops_the_run_without_a_traceback(
+    shell: InteractiveShell, session: NotebookSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """■ before the wait began (e.g. as ``jupyter_ui_poll`` sets up in a replayed cell) is kept for the wait."""
+    session.register_model("stream", StreamingMock([f"w{i} " for i in range(400)], chunk_delay_s=0.02))
+    new_run = session.new_run
+
+    def interrupted_while_starting(*args: object, **kwargs: object) -> NotebookRun:
+        _thread.interrupt_main()  # SIGINT lands in the middle of the magic's set-up
+        return new_run(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(session, "new_run", interrupted_while_starting)
+    shell.run_cell_magic("agent", "--model stream --wait", "count slowly")  # no KeyboardInterrupt escapes
+    handle = last_run(shell)
+    assert handle.status == "cancelled"
+    assert handle.stop_reason == "interrupted"
     await until(lambda: handle.dashboard.state.finished)
 
 

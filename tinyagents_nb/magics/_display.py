@@ -110,7 +110,7 @@ def summary_line(run: NotebookRun) -> str:
     if outcome is None:
         return f"[{status}]"
     if status == "cancelled" and outcome.error is not None:
-        reason = getattr(outcome.error, "reason", None)
+        reason = run.stop_reason
         status = f"cancelled ({reason})" if reason else status
     usage = outcome.usage
     cost = outcome.cost.total_usd if outcome.cost is not None else None

@@ -4,7 +4,8 @@ Besides the magics it wires two kernel hooks (see ``_waiting`` and ``_interrupt`
 7.x input transformers make waiting ``%%agent`` cells and ``%agent wait`` lines awaiting ones, so
 the dashboards' buttons work while they wait, and Stop clicks are heard on the shell channel thread
 while the agent's code holds the main thread (``_stop_clicks``); ■ on an idle kernel cancels
-background runs.
+background runs; and a shut-down or restart of the kernel first stops the runs so that their records
+replace their dashboards.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ._magics import AgentMagics
 from ._session import _replace_session, get_session
 from ._stop_clicks import install_stop_clicks
 from ._trajectory_view import register_trajectory_view, unregister_trajectory_view
+from ._shutdown import install_shutdown_hook, uninstall_shutdown_hook
 from ._waiting import agent_cell_transformer, agent_wait_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]
@@ -38,6 +40,7 @@ def load_ipython_extension(ipython: Any) -> None:
         install_stop_clicks(ipython)  # Stop clicks heard while the agent's code holds the main thread
     install_idle_interrupt(ipython, get_session)
     register_trajectory_view(ipython)  # an RLM trajectory displays as its sanitised static view
+    install_shutdown_hook(ipython, lambda: get_session().runs)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -62,6 +65,7 @@ def unload_ipython_extension(ipython: Any) -> None:
             ipython.input_transformers_cleanup.remove(transform)
     uninstall_idle_interrupt(ipython)
     unregister_trajectory_view(ipython)
+    uninstall_shutdown_hook(ipython)
     if magics in ipython.configurables:
         ipython.configurables.remove(magics)
     session = _replace_session(None)

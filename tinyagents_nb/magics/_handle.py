@@ -18,6 +18,7 @@ queue steering commands or trip the cancellation token, which the loop reads at 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Generator
 from concurrent.futures import Future
 from typing import Any, Literal, Protocol
@@ -86,6 +87,10 @@ class NotebookRun:
         self._crash: BaseException | None = None
         self._future: Future[AgentRun] | None = None
         self._queued = False
+        self.ended_at: float | None = None
+        """``time.monotonic()`` when the run's outcome arrived."""
+        self.ended_by: str | None = None
+        """Why the run was stopped, when that is not its cancel reason (the kernel shut down after ■)."""
 
     # ------------------------------------------------------------------ identity and state
     @property
@@ -140,6 +145,15 @@ class NotebookRun:
         if live.status != "running":
             return live.status
         return "paused" if live.phase == "paused" else "running"
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why a cancelled run stopped: ``ended_by``, else the reason its cancel gave."""
+        if self.ended_by:
+            return self.ended_by
+        outcome = self._outcome
+        reason = getattr(outcome.error, "reason", None) if outcome is not None else None
+        return reason if isinstance(reason, str) else None
 
     @property
     def final_text(self) -> str:
@@ -217,6 +231,7 @@ class NotebookRun:
             self._show_end()
             raise
         self._outcome = run
+        self.ended_at = time.monotonic()
         if self._notes is not None:
             self.notes = self._notes(self)
         self._show_end()

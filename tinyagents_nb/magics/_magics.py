@@ -49,7 +49,7 @@ from ._rlm import output_class, rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
 from ._store_place import StoreSettings, session_store_path
 from ._usage import parse_line, positive_int
-from ._waiting import UNREACHABLE, Delivery, sync_delivery, wait_async, wait_sync
+from ._waiting import UNREACHABLE, Delivery, interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
 
 __all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
 
@@ -278,8 +278,12 @@ class AgentMagics(magic.Magics, StoreSettings):
             _map_cell.wait_map_sync(mapped, delivery=sync_delivery(self.shell))
             _map_cell.finish_map(mapped, self.shell)
             return
-        run, mode = self._launch(line, cell, delivery=sync_delivery(self.shell))
-        if mode == "waiting":
+        with interrupts_counted() as interrupts:  # a ■ while the run starts is kept for the wait (or the run)
+            run, mode = self._launch(line, cell, delivery=sync_delivery(self.shell))
+            if mode != "waiting":
+                if interrupts.count:
+                    run.cancel("interrupted")
+                return
             future = run.future
             assert future is not None
             with self.reruns.watching(self.shell, self._cell[0], run):
@@ -288,9 +292,10 @@ class AgentMagics(magic.Magics, StoreSettings):
                     run,
                     future,
                     delivery=sync_delivery(self.shell),
-                    say=_say,
+                    say=said_in(run),
                     work=self._main_thread_work,
                     pumping=pumping,
+                    interrupts=interrupts,
                 )
 
     def _main_thread_work(self) -> None:
@@ -311,7 +316,7 @@ class AgentMagics(magic.Magics, StoreSettings):
             future = run.future
             assert future is not None
             with self.reruns.watching(self.shell, self._cell[0], run):
-                await wait_async(run, future, say=_say)
+                await wait_async(run, future, say=said_in(run))
 
     def _start_map(self, line: str, cell: str) -> _map_cell.MapCell:
         args = parse_line(self.agent_cell, line, commands=COMMANDS)
@@ -488,7 +493,3 @@ def _starter(magics: AgentMagics, session: NotebookSession, args: argparse.Names
     ns = magics.shell.user_ns if magics.shell else {}
     typed = output_class(args.output, ns)
     return rlm_starter(session, args.rlm, context=args.context, sub_model=args.sub_model, user_ns=ns, output_type=typed)
-
-
-def _say(text: str) -> None:
-    print(text, flush=True)

@@ -48,6 +48,7 @@ class CellView:
         self._relay = relay if ready else None
         self._lock = threading.Lock()
         self.record_shown = False
+        self._live_note = ""
 
     # ------------------------------------------------------------------ bundles
     def live_bundle(self) -> dict[str, Any]:
@@ -58,7 +59,7 @@ class CellView:
             widget = dashboard.widget._repr_mimebundle_() or {}
             if _WIDGET in widget:
                 data[_WIDGET] = widget[_WIDGET]
-        data["text/plain"] = live_text(self.run)
+        data["text/plain"] = live_text(self.run) + (f"\n{self._live_note}" if self._live_note else "")
         return data
 
     def bundle(self) -> dict[str, Any]:
@@ -72,11 +73,38 @@ class CellView:
 
     def ended(self) -> None:
         """Replace the live dashboard by the record (once)."""
-        with self._lock:
+        with self._lock:  # held while sending: a late ``transient`` update never lands after the record
             if self.record_shown:
                 return
             self.record_shown = True
-        self._publish(record_bundle(self.run), update=True)
+            self._publish(record_bundle(self.run), update=True)
+
+    def show_record_again(self) -> None:
+        """Send the record again (its reason changed: the kernel shut down right after ■ stopped the run)."""
+        with self._lock:
+            if self.record_shown:
+                self._publish(record_bundle(self.run), update=True)
+
+    def transient(self, text: str) -> None:
+        """A line that holds only while the run is live (what ■ did): its record replaces it.
+
+        The dashboard shows it under its header; without a visible widget (headless) the live
+        bundle's ``text/plain`` carries it. Either way it is part of the output the record takes
+        over, so the saved cell never keeps "stopping the run" below a record that says it stopped.
+        """
+        dashboard = self.run.dashboard
+        if dashboard is not None:
+            dashboard.note(text)
+        if self._kernel is None:
+            print(text)
+            return
+        if self._widget and dashboard is not None:
+            return
+        with self._lock:
+            if self.record_shown:
+                return
+            self._live_note = text
+            self._publish(self.live_bundle(), update=True)
 
     def note(self, text: str) -> None:
         """A line of text in the run's cell (e.g. why a kernel interrupt stopped it)."""

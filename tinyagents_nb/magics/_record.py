@@ -28,6 +28,7 @@ from ._handle import NotebookRun
 from ._notebook import proposals_of
 from ._record_details import details_blocks, undelivered_blocks
 from ._rerun import RERUN
+from ._shutdown import RESTART, SHUTDOWN
 
 __all__ = ["live_text", "record_bundle"]
 
@@ -106,8 +107,8 @@ def _blocks(run: NotebookRun) -> list[tuple[str, str]]:
     if details is not None:
         pieces += undelivered_blocks(details, _escape)
     if run.status == "cancelled":
-        reason = getattr(outcome.error, "reason", None) if outcome is not None else None
-        mark = f"— stopped: {RERUN} —" if reason == RERUN else "— stopped here —"
+        reason = run.stop_reason
+        mark = f"— stopped: {reason} —" if reason in (RERUN, SHUTDOWN, RESTART) else "— stopped here —"
         pieces.append((f"*{mark}*", mark))
     return pieces + _proposed(run)
 

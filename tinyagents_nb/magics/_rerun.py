@@ -13,7 +13,8 @@ Where requests are seen depends on the kernel (the same split as ``_waiting``):
 
 - **ipykernel 7.x** receives every shell message on the main loop, through the callback the
   shell-channel thread's ``SubshellManager`` calls, before the message waits for the running
-  cell's lock. The callback is wrapped once per kernel (``set_on_recv_callback``).
+  cell's lock. The callback is wrapped once per kernel (``set_on_recv_callback``, not a documented
+  API: without it, or with another shape, nothing is wrapped and a re-run waits as it used to).
 - **ipykernel 6.x** hands each message to ``kernel.shell_handlers`` while the waiting cell pumps
   the kernel (``jupyter_ui_poll`` stashes execute requests there); the stash is wrapped while the
   cell pumps.
@@ -24,6 +25,7 @@ of the cell, queued by Run All, for a re-run.
 
 from __future__ import annotations
 
+import inspect
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -52,6 +54,8 @@ class RerunWatch:
         self._stopped = stopped
         self._parent: Any = None
         """The waiting cell's request (ipykernel 7.x): the parent of the "busy" said again after a click."""
+        self.hook_failure: str | None = None
+        """Why an ipykernel 7.x kernel's messages could not be watched (re-runs then wait instead)."""
 
     @contextmanager
     def watching(self, shell: Any, cell_id: str | None, run: NotebookRun) -> Iterator[None]:
@@ -86,34 +90,59 @@ class RerunWatch:
 
     # ------------------------------------------------------------------ ipykernel 7.x
     def _hook_receiving(self, kernel: Any) -> None:
-        """Wrap the main shell's receive callback (7.x), once per kernel; nothing on other kernels."""
+        """Wrap the main shell's receive callback (7.x), once per kernel; nothing on other kernels.
+
+        ``SubshellManager.set_on_recv_callback`` is not a documented API: when it is missing, has
+        another signature or refuses, nothing is wrapped and ``hook_failure`` says why. Cells then
+        work as before the hook (a re-run waits for the earlier run instead of stopping it).
+        """
         if id(kernel) in _HOOKED:
             return
         manager = getattr(getattr(kernel, "shell_channel_thread", None), "manager", None)
         shell_main = getattr(kernel, "shell_main", None)
-        if manager is None or shell_main is None or not hasattr(manager, "set_on_recv_callback"):
+        if manager is None or shell_main is None:
             return  # ipykernel 6.x: see ``intercepting`` (the pump path)
+        setter = getattr(manager, "set_on_recv_callback", None)
+        if not callable(setter) or not _takes(shell_main, 2) or not _takes(setter, 1):
+            self.hook_failure = "this ipykernel has no SubshellManager.set_on_recv_callback(callback) to wrap"
+            _HOOKED.add(id(kernel))  # asked once per kernel
+            return
         session = kernel.session
 
         async def received(subshell_id: str | None, msg: list[Any]) -> None:
             if not self._waiting:
                 await shell_main(subshell_id, msg)
                 return
-            kind, cell_id = _peek(session, msg)  # only while a cell waits: one header parse per message
-            if kind == "execute_request":
-                self.request(cell_id)
+            kind = self._look(session, msg)
             await shell_main(subshell_id, msg)
             parent = self._parent
             if kind != "execute_request" and parent is not None and self._waiting:
                 # a click was handled with its own busy/idle pair: the indicator would read "Idle"
                 # while the cell still waits, so say again that the kernel is busy with that cell
-                session.send(kernel.iopub_socket, "status", {"execution_state": "busy"}, parent=parent, ident=b"status")
+                try:
+                    session.send(
+                        kernel.iopub_socket, "status", {"execution_state": "busy"}, parent=parent, ident=b"status"
+                    )
+                except Exception:  # cosmetic: never let it cost the kernel a message
+                    pass
 
         try:
-            manager.set_on_recv_callback(received)
-        except AssertionError:  # not on the kernel's main thread: leave the kernel as it is
+            setter(received)
+        except AssertionError:  # not on the kernel's main thread: try again from the next waiting cell
             return
+        except Exception as exc:  # an ipykernel whose callback setter changed: leave the kernel as it is
+            self.hook_failure = f"SubshellManager.set_on_recv_callback refused the hook: {type(exc).__name__}: {exc}"
         _HOOKED.add(id(kernel))
+
+    def _look(self, session: Any, msg: list[Any]) -> object:
+        """The message's type, after stopping the waiting run its cell's re-run asks for (never raises)."""
+        try:
+            kind, cell_id = _peek(session, msg)  # only while a cell waits: one header parse per message
+            if kind == "execute_request":
+                self.request(cell_id)
+            return kind
+        except Exception:  # the kernel's own handling of the message must go on regardless
+            return None
 
     # ------------------------------------------------------------------ ipykernel 6.x
     @contextmanager
@@ -136,6 +165,17 @@ class RerunWatch:
         finally:
             if handlers.get("execute_request") is execute_request:
                 handlers["execute_request"] = inner
+
+
+def _takes(fn: Any, count: int) -> bool:
+    """Whether ``fn`` can be called with ``count`` positional arguments (``True`` when unknowable)."""
+    try:
+        inspect.signature(fn).bind(*range(count))
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (a builtin): assume the documented shape
+        return True
+    return True
 
 
 def _peek(session: Any, msg: list[Any]) -> tuple[object, object]:

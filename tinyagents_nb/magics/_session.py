@@ -376,9 +376,9 @@ class NotebookSession:
         runs = [r for r in self.active_runs() if r.mode == "background"]
         for run in runs:
             run.cancel("interrupted")
-            note = getattr(run.view, "note", None)
-            if note is not None:
-                note(f"■ interrupt: stopping background run {run.label}")
+            say = getattr(run.view, "transient", None)  # in the run's output: its record replaces the line
+            if say is not None:
+                say(f"■ interrupt: stopping background run {run.label}")
         return runs
 
     def supersede(self, cell_key: str) -> list[NotebookRun]:

@@ -31,6 +31,7 @@ import tokenize
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, wait
 from contextlib import AbstractContextManager, contextmanager, nullcontext
+from types import FrameType
 from typing import Any, Literal
 
 from IPython.core.inputtransformer2 import make_tokens_by_line
@@ -42,10 +43,13 @@ from ._handle import NotebookRun
 __all__ = [
     "UNREACHABLE",
     "Delivery",
+    "Interrupts",
     "WaitOutcome",
     "agent_cell_transformer",
     "agent_wait_transformer",
+    "interrupts_counted",
     "kernel_major",
+    "said_in",
     "sync_delivery",
     "wait_async",
     "wait_runs",
@@ -77,6 +81,12 @@ def sync_delivery(shell: Any) -> Delivery:
     return "pump" if kernel_major(shell) == 6 else "none"
 
 
+def said_in(run: NotebookRun) -> Callable[[str], None]:
+    """Where a waiting cell says what ■ did: in the run's own output, which its record replaces."""
+    transient = getattr(run.view, "transient", None)
+    return transient if callable(transient) else lambda text: print(text, flush=True)
+
+
 def _interrupted(run: NotebookRun, count: int, say: Callable[[str], None]) -> bool:
     """Handle the ``count``-th ■: cancel, then stop waiting at the second one; returns whether to stop."""
     run.cancel("interrupted")
@@ -95,6 +105,7 @@ def wait_sync(
     say: Callable[[str], None],
     work: Callable[[], object] | None = None,
     pumping: Callable[[], AbstractContextManager[object]] | None = None,
+    interrupts: Interrupts | None = None,
 ) -> bool:
     """Block the cell until ``future`` resolves, pumping the kernel when ``delivery == "pump"``.
 
@@ -106,17 +117,19 @@ def wait_sync(
         work: Called at each poll, on this (the main) thread: the code the agent runs in the kernel.
         pumping: Entered while the kernel is pumped (after ``jupyter_ui_poll`` took over its
             execute requests), e.g. to see a re-run of this cell arrive.
+        interrupts: The ■ counter the caller installed before starting the run (``interrupts_counted``);
+            one is installed for the wait otherwise.
 
     Returns:
         Whether the run ended (``False`` when a second interrupt stopped the wait first).
     """
-    with _interruptible():
+    with nullcontext(interrupts) if interrupts is not None else interrupts_counted() as counted:
         if delivery == "pump":
             from jupyter_ui_poll import ui_events
 
             with ui_events() as poll, (pumping or nullcontext)():
-                return _wait_loop(run, future, say, _both(lambda: poll(10), work))
-        return _wait_loop(run, future, say, work)
+                return _wait_loop(run, future, say, _both(lambda: poll(10), work), counted)
+        return _wait_loop(run, future, say, work, counted)
 
 
 def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Callable[[], object]:
@@ -130,43 +143,66 @@ def _both(pump: Callable[[], object], work: Callable[[], object] | None) -> Call
     return both
 
 
-@contextmanager
-def _interruptible() -> Iterator[None]:
-    """■ raises ``KeyboardInterrupt`` here even in a cell the kernel did not dispatch itself.
+class Interrupts:
+    """SIGINT while a synchronous cell waits, counted here and acted on by its wait loop.
 
-    ``jupyter_ui_poll`` replays the execute requests it deferred (a re-run, Run All's next cells)
-    outside ipykernel's dispatch, which is what installs Python's SIGINT handler for a request;
-    without this, ■ in such a cell would reach only the idle-time handler.
+    Raising ``KeyboardInterrupt`` wherever the main thread happens to be can land outside the
+    loop's ``try``: in ``jupyter_ui_poll`` entering or leaving, or inside its pump (which runs the
+    kernel's ``do_one_iteration`` on a helper thread and is left half-done). In a cell
+    ``jupyter_ui_poll`` replayed (a re-run, Run All's next cell on ipykernel 6) that ended the cell
+    with a traceback instead of a cooperative stop. A counted interrupt is handled at the loop's
+    next turn (within ``_POLL_S``), wherever it arrived. Code the agent runs on the main thread
+    (``work``) installs its own handler meanwhile, so ■ still interrupts that code.
     """
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        self.count += 1
+
+
+@contextmanager
+def interrupts_counted() -> Iterator[Interrupts]:
+    """While inside, ■ is counted (see ``Interrupts``), in any cell: also one ``jupyter_ui_poll`` replayed.
+
+    A replayed cell is run outside ipykernel's dispatch, which is what installs Python's SIGINT
+    handler for a request; this handler covers both. Off the main thread nothing can be installed
+    (and no signal arrives there): the count stays 0.
+    """
+    interrupts = Interrupts()
     if threading.current_thread() is not threading.main_thread():
-        yield
+        yield interrupts
         return
     previous = signal.getsignal(signal.SIGINT)
-    if previous is signal.default_int_handler:
-        yield
-        return
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGINT, interrupts)
     try:
-        yield
+        yield interrupts
     finally:
         signal.signal(signal.SIGINT, previous)
 
 
 def _wait_loop(
-    run: NotebookRun, future: Future[AgentRun], say: Callable[[str], None], pump: Callable[[], object] | None
+    run: NotebookRun,
+    future: Future[AgentRun],
+    say: Callable[[str], None],
+    pump: Callable[[], object] | None,
+    interrupts: Interrupts,
 ) -> bool:
-    interrupts = 0
+    handled = 0
     while True:
+        while handled < interrupts.count:
+            handled += 1
+            if _interrupted(run, handled, say):
+                return False
         try:
             if pump is not None:
                 pump()
             future.exception(timeout=_POLL_S)  # raises TimeoutError until it resolved
         except TimeoutError:
             continue
-        except KeyboardInterrupt:
-            interrupts += 1
-            if _interrupted(run, interrupts, say):
-                return False
+        except KeyboardInterrupt:  # raised by other means (e.g. a handler that code run meanwhile left)
+            interrupts.count += 1
             continue
         return True
 
@@ -186,9 +222,9 @@ def wait_runs(
     """
     deadline = None if timeout_s is None else time.monotonic() + timeout_s
 
-    def waited(pump: Callable[[], object] | None) -> WaitOutcome:
+    def waited(pump: Callable[[], object] | None, interrupts: Interrupts) -> WaitOutcome:
         try:
-            while True:
+            while not interrupts.count:
                 if pump is not None:
                     pump()
                 _, pending = wait(futures, timeout=_POLL_S)
@@ -197,14 +233,16 @@ def wait_runs(
                 if deadline is not None and time.monotonic() >= deadline:
                     return "timeout"
         except KeyboardInterrupt:
-            return "interrupted"
+            pass
+        return "interrupted"
 
-    if delivery == "pump":
-        from jupyter_ui_poll import ui_events
+    with interrupts_counted() as interrupts:
+        if delivery == "pump":
+            from jupyter_ui_poll import ui_events
 
-        with ui_events() as poll:
-            return waited(_both(lambda: poll(10), work))
-    return waited(work)
+            with ui_events() as poll:
+                return waited(_both(lambda: poll(10), work), interrupts)
+        return waited(work, interrupts)
 
 
 async def wait_async(run: NotebookRun, future: Future[AgentRun], *, say: Callable[[str], None]) -> bool:

@@ -1,4 +1,4 @@
-"""The cost table: tokens and USD per (agent, model), rendered from a pandas DataFrame.
+"""The cost table: tokens and USD per (agent, model), rendered from plain rows (a DataFrame on request).
 
 Cost records are appended to the shared ``CostTracker`` for the whole session, so the table folds
 in only records it has not seen (and only this run's tree) and re-renders at most every 250 ms.
@@ -91,17 +91,25 @@ class CostTable:
                 changed = True
         return changed
 
-    def dataframe(self) -> pd.DataFrame:
-        """One row per (agent, model) plus a ``total`` row when there are several; USD is ``Decimal | None``."""
-        import pandas as pd
+    def rows(self) -> list[dict[str, Any]]:
+        """One row per (agent, model) plus a ``total`` row when there are several; USD is ``Decimal | None``.
 
+        Plain dicts: the table and a run's record need no pandas (a first import of it can take
+        seconds, which a record written while the kernel shuts down does not have).
+        """
         rows: list[dict[str, Any]] = [_row(agent, model, group) for (agent, model), group in self._groups.items()]
         if len(self._groups) > 1:
             total = _Group()
             for group in self._groups.values():
                 total.merge(group)
             rows.append(_row("total", "", total))
-        frame = pd.DataFrame(rows, columns=list(COST_COLUMNS))
+        return rows
+
+    def dataframe(self) -> pd.DataFrame:
+        """``rows()`` as a DataFrame (integer token columns, USD as objects)."""
+        import pandas as pd
+
+        frame = pd.DataFrame(self.rows(), columns=list(COST_COLUMNS))
         return frame.astype(dict.fromkeys(_INT_COLUMNS, "int64")).astype({"usd": "object"})
 
     def render(
@@ -124,19 +132,19 @@ class CostTable:
             if ended and self.widget.value == _EMPTY:
                 self.widget.value = _NONE_BILLED
             return
-        html = _table_html(self.dataframe())
+        html = _table_html(self.rows())
         if html != self.widget.value:
             self.widget.value = html
 
 
-def _table_html(frame: pd.DataFrame) -> str:
+def _table_html(records: list[dict[str, Any]]) -> str:
     """A padded table: text columns left-aligned, numbers right-aligned under right-aligned headers."""
     head = "".join(
         f'<th class="num">{"USD" if name == "usd" else name}</th>' if name in _NUMERIC else f"<th>{name}</th>"
         for name in COST_COLUMNS
     )
     rows = []
-    for record in frame.to_dict("records"):
+    for record in records:
         cells = []
         for name in COST_COLUMNS:
             value = record[name]

@@ -172,6 +172,15 @@ class RunDashboard:
         """Apply all pending state to the widgets now (synchronously), the cost table included."""
         self._flush(True)
 
+    def note(self, text: str) -> None:
+        """Show ``text`` under the header until the next notice (a warning tone), e.g. what ■ did.
+
+        A line the run's end makes stale belongs here rather than in the cell's output: the
+        record that replaces the dashboard then replaces the line too.
+        """
+        self.controls.notice = Notice(text, "warn")
+        self.flush()
+
     def close(self) -> None:
         """Stop listening and close every widget (their comms); the run itself is not affected."""
         self._detach()
@@ -356,7 +365,7 @@ class RunDashboard:
                 )
                 for row in self.tools.rows.values()
             )
-            frame = self.costs.dataframe()
+            cost_rows = self.costs.rows()
             return RunDetails(
                 model_calls=state.model_calls,
                 tool_calls=state.tool_calls,
@@ -365,7 +374,7 @@ class RunDashboard:
                 agents_dropped=self.tree.dropped,
                 tools=tools,
                 tools_dropped=self.tools.dropped,
-                costs=tuple(_cost_line(row) for row in frame.to_dict("records")),
+                costs=tuple(_cost_line(row) for row in cost_rows),
                 sent=tuple(self.controls.sent),
                 delivered=state.steers_delivered,
             )
