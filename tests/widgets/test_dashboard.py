@@ -375,4 +375,5 @@ async def test_the_transcripts_plain_twin_carries_no_terminal_escapes(comms: Com
     (row,) = dash.transcript.widget.children
     data = row.outputs[0]["data"]
     assert data["text/plain"] == "copy this red text"
-    assert "\x1b" not in data["text/markdown"] and "\x07" not in data["text/markdown"]
+    assert "\x1b" not in data["text/markdown"]
+    assert "\x07" not in data["text/markdown"]
