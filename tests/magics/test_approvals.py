@@ -271,3 +271,32 @@ async def test_a_call_id_reused_by_two_runs_is_named_with_its_run(
     for run in runs:
         await run.result()
     assert done == ["users"]
+
+
+async def test_notebook_approvals_wait_until_answered_unless_a_timeout_is_configured(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    # A person who steps away for longer than the harness's 300 s finds the call still waiting.
+    run_ok(shell, '%config AgentMagics.approvals = "ask"')
+    wiping(session, "logs")
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
+    waiting = last_run(shell)
+    assert waiting.harness.policy.approval_timeout_s is None
+    await until(lambda: len(waiting.stream.pending_approvals()) == 1)
+    waiting.stream.approvals.approve("w0")
+    await waiting.result()
+    assert done == ["logs"]
+    # %config sets a bound; its timeout denies the unanswered call (decided by "timeout").
+    run_ok(shell, "%config AgentMagics.approval_timeout = 0.2")
+    wiping(session, "users")
+    rec = EventRecorder(session.context.events)
+    run_ok(shell, "%%agent --model wiper --background\nclean up")
+    bounded = last_run(shell)
+    assert bounded.harness.policy.approval_timeout_s == 0.2
+    with anyio.fail_after(10):
+        await bounded.result()
+    assert done == []
+    (event,) = rec.of_type(ApprovalDecided)
+    assert (event.approved, event.decided_by) == (False, "timeout")
+    run_ok(shell, "%config AgentMagics.approval_timeout = 0")  # 0 (or None) removes the bound again
+    assert session.approval_timeout_s is None

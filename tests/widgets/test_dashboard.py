@@ -363,3 +363,17 @@ async def test_a_retried_streams_failed_attempt_is_not_in_the_shown_answer(comms
     struck = [html for html in rows if "line-through" in html]
     assert len(struck) == 1  # the failed attempt is still visible, struck out
     assert "is 4" in struck[0]
+
+
+async def test_the_transcripts_plain_twin_carries_no_terminal_escapes(comms: CommLog) -> None:
+    # A text row is an Output with text/markdown and a text/plain twin (what a terminal, nbconvert --to
+    # script or a screen reader gets): an OSC 52 clipboard write, a colour and a BEL are stripped from both.
+    hostile = "copy \x1b]52;c;cm0gLXJmIH4=\x07this \x1b[31mred\x1b[0m\x07 text"
+    stream = AgentHarness(model=ScriptedModel([hostile])).invoke_streaming("hi")
+    dash = RunDashboard(stream)
+    await dash.wait_flushed()
+    (row,) = dash.transcript.widget.children
+    data = row.outputs[0]["data"]
+    assert data["text/plain"] == "copy this red text"
+    assert "\x1b" not in data["text/markdown"]
+    assert "\x07" not in data["text/markdown"]

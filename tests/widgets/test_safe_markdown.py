@@ -189,8 +189,20 @@ def _distinct_backtick_runs(size: int) -> str:
         lambda size: ("<x ![y](z) " * size)[:size],
         lambda size: ("```\n`` a\n" * size)[:size],
         lambda size: ("\x1b]" * size)[:size],
+        lambda size: ("```\n`a`\n" * size)[:size],
+        lambda size: ("- a\n  - b\n    - c\n      - ```\n" * size)[:size],
+        lambda size: ("| a | `b` | <c> |\n" * size)[:size],
     ],
-    ids=["backtick-runs", "link-targets", "tags-and-images", "fences", "escapes"],
+    ids=[
+        "backtick-runs",
+        "link-targets",
+        "tags-and-images",
+        "fences",
+        "escapes",
+        "fences-and-spans",
+        "lists",
+        "tables",
+    ],
 )
 def test_a_megabyte_of_any_text_is_sanitised_in_linear_time(make: Callable[[int], str]) -> None:
     # Four times the text must take about four times as long (the old sanitiser: about 16 times, and

@@ -48,7 +48,7 @@ from ._rerun import RerunWatch
 from ._rlm import output_class, rlm_starter
 from ._session import NotebookSession, _replace_session, get_session
 from ._store_place import StoreSettings, session_store_path
-from ._usage import parse_line, positive_int
+from ._usage import parse_line, positive_int, usage_error
 from ._waiting import UNREACHABLE, Delivery, interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
 
 __all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
@@ -70,14 +70,6 @@ _argument: Callable[..., _Decorator] = magic_arguments.argument
 _cell_magic = cast("Callable[[str], _Decorator]", magic.cell_magic)
 _line_magic = cast("Callable[[str], _Decorator]", magic.line_magic)
 display: Callable[[Any], None] = _display
-
-
-def usage_error(exc: BaseException) -> UsageError:
-    """A one-line ``UsageError`` from a harness error: its message and hint, no traceback."""
-    hint = getattr(exc, "hint", None)
-    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # KeyError's str() adds quotes
-    text = " ".join(str(message).split()) or type(exc).__name__
-    return UsageError(text + (f" (hint: {hint})" if hint else ""))
 
 
 def _digest(text: str) -> str:
@@ -124,6 +116,9 @@ class AgentMagics(magic.Magics, StoreSettings):
         "auto",
         help="Tool calls that need approval: ask when the frontend can click (auto), always ask, or decide "
         "every one at once (deny, approve); auto denies under nbclient, papermill and nbval.",
+    ).tag(config=True)
+    approval_timeout = Float(
+        None, allow_none=True, min=0.0, help="Seconds a tool call waits for a click; None or 0 (default): no limit."
     ).tag(config=True)
     notebook_access = Enum(
         ("read", "ask", "auto", "off"),
@@ -182,8 +177,12 @@ class AgentMagics(magic.Magics, StoreSettings):
         session.max_model_calls = self.max_model_calls
         session.max_cost_usd, session.session_max_cost_usd = self.max_cost_usd, self.session_max_cost_usd
         session.approvals, session.can_answer = self.approvals, lambda: frontend_can_answer(self.shell)
+        session.approval_timeout_s = self.approval_timeout or None
 
-    @observe("default_model", "system_prompt", "max_model_calls", "max_cost_usd", "session_max_cost_usd", "approvals")
+    @observe(
+        "default_model", "system_prompt", "max_model_calls", "max_cost_usd", "session_max_cost_usd", "approvals",
+        "approval_timeout",
+    )  # fmt: skip
     def _settings_changed(self, change: Any) -> None:
         if self._ready:
             self._apply(self.session)

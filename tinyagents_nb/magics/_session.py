@@ -108,6 +108,9 @@ class NotebookSession:
         """Dollar cap across every run of the session (``None``: none)."""
         self.approvals = "auto"
         """``auto`` (ask when the frontend can answer), ``ask``, ``deny`` or ``approve`` (see ``_budget``)."""
+        self.approval_timeout_s: float | None = None
+        """How long a tool call waits for a click; ``None`` (the notebook's default): until answered, since
+        a person may step away; ``RunPolicy``'s own default of 300 s is for unattended harness runs."""
         self.can_answer: Callable[[], bool] = lambda: True
         """Whether whoever executes the current cell can click (the magics read the kernel's request)."""
         self.notebook: NotebookAccess | None = None
@@ -296,7 +299,7 @@ class NotebookSession:
             model=chat_model,
             tools=[*selected, *extra_tools, *servers],
             middleware=[self._memory, _durable.journal_for(_durable.run_store_of(self), name, self.model_name(model))],
-            policy=RunPolicy(limits=limits, unattended_approval=unattended),
+            policy=RunPolicy(limits=limits, unattended_approval=unattended, approval_timeout_s=self.approval_timeout_s),
             system_prompt=system or self.system_prompt,
             name=name,
         )

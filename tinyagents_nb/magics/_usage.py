@@ -18,7 +18,7 @@ from typing import Any, Final
 
 from IPython.core.error import UsageError
 
-__all__ = ["parse_line", "positive_int", "usage_message"]
+__all__ = ["parse_line", "positive_int", "usage_error", "usage_message"]
 
 _ARGUMENT: Final = re.compile(r"^argument (?P<name>[^:]+): (?P<rest>.*)$", re.DOTALL)
 _INVALID_VALUE: Final = re.compile(r"^invalid (?P<type>\w+) value: (?P<value>.*)$")
@@ -88,3 +88,11 @@ def parse_line(magic_fn: Any, line: str, *, commands: Iterable[str]) -> argparse
         magic = "%agent" if magic_fn.__name__ == "agent_line" else "%%agent"
         raise UsageError(usage_message(str(exc), magic=magic, flags=flags, commands=commands)) from None
     return namespace
+
+
+def usage_error(exc: BaseException) -> UsageError:
+    """A one-line ``UsageError`` from a harness error: its message and hint, no traceback."""
+    hint = getattr(exc, "hint", None)
+    message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # KeyError's str() adds quotes
+    text = " ".join(str(message).split()) or type(exc).__name__
+    return UsageError(text + (f" (hint: {hint})" if hint else ""))

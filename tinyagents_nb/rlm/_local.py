@@ -27,8 +27,9 @@ import traceback
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from ._environment import BoundedOutput, ExecutionResult, StopReason, check_names, trim_traceback
+from ._environment import OUTPUT_HEAD, BoundedOutput, ExecutionResult, StopReason, check_names, trim_traceback
 from ._helpers import install
+from ._repr import bounded_repr
 
 if TYPE_CHECKING:
     from ._bridge import SubQueries
@@ -150,8 +151,10 @@ def _run_block(
         exec(compile(tree, filename, "exec"), namespace)
         if isinstance(last, ast.Expr):
             value = eval(compile(ast.Expression(last.value), filename, "eval"), namespace)
-            if value is not None:
-                buffer.write(repr(value) + "\n")
+            if value is not None:  # its text is built only as far as the output keeps it
+                text, complete = bounded_repr(value, OUTPUT_HEAD)
+                cut = f"\n[this value's text was cut at {OUTPUT_HEAD:,} characters]"
+                buffer.write(text + ("" if complete else cut) + "\n")
     except BaseException as exc:  # the injected KeyboardInterrupt too: errors are data
         outcome["error"] = exc
         frames = traceback.format_exception(exc)

@@ -41,6 +41,7 @@ __all__ = ["safe_markdown", "strip_controls"]
 _FENCE_LINE: Final = re.compile(r"^( {0,3})(`{3,}|~{3,})([^\n]*)(\n|$)", re.MULTILINE)
 _FENCE_LIKE: Final = re.compile(r"^( {0,3})(?=```|~~~)", re.MULTILINE)  # such a prose line gets its first mark escaped
 _TICKS: Final = re.compile(r"`+")
+_FEW_RUNS: Final = 12
 _CODE_ESCAPES: Final = str.maketrans(
     {"&": "&amp;", "<": "&lt;", ">": "&gt;", "`": "&#96;"} | {c: "\\" + c for c in "\\*_[]{}()!|~$#+-."}
 )
@@ -88,44 +89,46 @@ def safe_markdown(text: str, *, layout_tags: bool = False) -> str:
             a document the package assembled, never for model text (it would keep the model's tags).
     """
     text = strip_controls(text)
+    if "```" not in text and "~~~" not in text:  # no line can open a fence: all prose
+        return _prose(text, layout_tags)
     out: list[str] = []
     pos = 0  # where the text not yet written starts (always a line's start)
-    line = _FENCE_LINE.search(text)
-    while line is not None:
-        indent, mark, rest = len(line.group(1)), line.group(2), line.group(3)
+    lines = _FENCE_LINE.finditer(text)  # every line that could open or close a fence, in one pass
+    for line in lines:
+        indent, mark, rest = line[1], line[2], line[3]
         if mark[0] == "`" and "`" in rest:  # not an opener (a backtick fence's info string has no backtick)
-            line = _FENCE_LINE.search(text, line.end())
             continue
-        close = _FENCE_LINE.search(text, line.end())
-        while close is not None and not (
-            close.group(2)[0] == mark[0] and len(close.group(2)) >= len(mark) and not close.group(3).strip(" \t")
-        ):
-            close = _FENCE_LINE.search(text, close.end())
-        body_end, after = (close.start(), close.end()) if close is not None else (len(text), len(text))
+        start = line.start()
+        if pos < start:
+            out.append(_prose(text[pos:start], layout_tags))
+        char, size = mark[0], len(mark)
+        body_end, pos, ending = len(text), len(text), ""  # unclosed: the code runs to the end
+        for close in lines:  # the closer: the same mark, at least as long, nothing after it
+            closing = close[2]
+            if closing[0] == char and len(closing) >= size and not close[3].strip(" \t"):
+                body_end, pos, ending = close.start(), close.end(), close[4]
+                break
         code = text[line.end() : body_end]
         if indent:
-            code = re.sub(f"^ {{1,{indent}}}", "", code, flags=re.MULTILINE)
-        if pos < line.start():
-            out.append(_prose(text[pos : line.start()], layout_tags))
+            code = re.sub(f"^ {{1,{len(indent)}}}", "", code, flags=re.MULTILINE)
         info = _INFO.sub("", rest).strip() if rest.strip() else ""
-        out.append(_fenced(out, info, code, close.group(4) if close is not None else ""))
-        pos = after
-        line = _FENCE_LINE.search(text, pos) if pos < len(text) else None
+        lead = ""  # a blank line before the fence, whatever came before it
+        if out:
+            tail = out[-1][-2:]
+            lead = "" if tail in ("\n\n", "\n") else "\n" if tail[-1:] == "\n" else "\n\n"
+        out.append(_fenced(lead, info, code, ending))
     if pos < len(text):
         out.append(_prose(text[pos:], layout_tags))
     return "".join(out)
 
 
-def _fenced(before: list[str], info: str, code: str, ending: str) -> str:
+def _fenced(lead: str, info: str, code: str, ending: str) -> str:
     """A code block in the one form every renderer reads alike (see the module docstring)."""
-    lead = ""
-    if before:
-        last = before[-1]
-        lead = "" if last.endswith("\n\n") or last == "\n" else "\n" if last.endswith("\n") else "\n\n"
-    if code and not code.endswith("\n"):
+    if code and code[-1] != "\n":
         code += "\n"
-    longest = max(map(len, _TICKS.findall(code)), default=0) if "`" in code else 0
-    ticks = "`" * max(3, longest + 1)
+    ticks = "```"
+    if ticks in code:  # longer than any backtick run of the code
+        ticks = "`" * (max(map(len, _TICKS.findall(code))) + 1)
     return f"{lead}{ticks}{info}\n{code}{ticks}{ending}"
 
 
@@ -150,11 +153,12 @@ def _code_spans(text: str) -> list[tuple[int, int, int, int]]:
     Each run length keeps a cursor into its runs' positions, so the whole search is linear (a regex
     looking ahead from every opener is quadratic on runs of distinct lengths).
     """
-    if text.count("`") < 2:
+    first = _TICKS.search(text)
+    if first is None or text.find("`", first.end()) < 0:  # fewer than two runs: no span
         return []
-    runs = [(m.start(), m.end()) for m in _TICKS.finditer(text)]
-    if len(runs) < 2:
-        return []
+    runs = [m.span() for m in _TICKS.finditer(text, first.start())]
+    if len(runs) <= _FEW_RUNS:  # the common case: a few spans, where a plain scan beats the bookkeeping
+        return _few_spans(runs)
     by_length: dict[int, list[int]] = {}
     for index, (start, end) in enumerate(runs):
         by_length.setdefault(end - start, []).append(index)
@@ -174,6 +178,22 @@ def _code_spans(text: str) -> list[tuple[int, int, int, int]]:
         closer = same[at]
         spans.append((start, end, runs[closer][0], runs[closer][1]))
         index = closer + 1
+    return spans
+
+
+def _few_spans(runs: list[tuple[int, int]]) -> list[tuple[int, int, int, int]]:
+    """``_code_spans`` for at most ``_FEW_RUNS`` runs (the same pairing, by a quadratic scan of a bounded list)."""
+    spans: list[tuple[int, int, int, int]] = []
+    index, count = 0, len(runs)
+    while index < count:
+        start, end = runs[index]
+        index += 1
+        for closer in range(index, count):
+            close_start, close_end = runs[closer]
+            if close_end - close_start == end - start:
+                spans.append((start, end, close_start, close_end))
+                index = closer + 1
+                break
     return spans
 
 
@@ -197,7 +217,7 @@ def _plain(text: str, layout_tags: bool) -> str:
         text = _REFERENCE.sub(_reference, text)
     if "](" in text:
         text = _LINK_TARGET.sub("]\\\\", text)  # an escaped parenthesis: the renderer shows the text, no link
-    if "``" in text or "~~~" in text:  # a line that could open or close a fence in some renderer's reading
+    if "```" in text or "~~~" in text:  # a line that could open or close a fence in some renderer's reading
         text = _FENCE_LIKE.sub(r"\1\\", text)
     return text
 
