@@ -219,6 +219,7 @@ class AnthropicModel(HTTPAdapter):
             error = self._transport_error(exc, interrupted=False)
         if error is not None:
             raise error  # raised outside the handler: the httpx error (and its headers) is not chained
+        self._observe(response.headers)
         body = response.content
         if response.status_code >= 300:
             raise self._status_error(response, body)
@@ -256,6 +257,7 @@ class AnthropicModel(HTTPAdapter):
             async with client.stream(
                 "POST", self._url, content=content, headers=headers, timeout=self._timeout_obj()
             ) as response:
+                self._observe(response.headers)
                 if response.status_code >= 300:
                     error = self._status_error(response, await response.aread())
                 else:
