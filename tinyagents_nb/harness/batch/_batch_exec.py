@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import hashlib
-import json
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
@@ -33,29 +32,36 @@ from .._errors import Cancelled, ConfigurationError, ProviderError
 from .._model import ChatModel, ModelRequest, ModelResponse
 from .._usage import Usage
 from ..providers import AnthropicModel, OpenAIChatModel
-from ..providers.wire import parse_anthropic_message
 from ._batch_api import AnthropicBatchAPI, BatchAPI, BatchResult, OpenAIBatchAPI
 from ._jobs import JobJournal
 from ._plan import MapPlan, _derive
+from ._rate import PacedModel
 
-__all__ = ["BatchedModel", "batch_api_for", "run_batch"]
+__all__ = ["BatchedModel", "batch_adapter", "batch_api_for", "run_batch"]
 
 _ROW: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("tinyagents_batch_row", default=None)
 BATCH_DISCOUNT = Decimal("0.5")
 
 
-def batch_api_for(model: ChatModel, *, provider: str | None = None) -> BatchAPI:
-    """The Batch API client that speaks for ``model``'s host, with its credentials (in memory only)."""
-    headers: Mapping[str, str] = model._headers.reveal()  # type: ignore[attr-defined]  # the adapter's sealed headers
-    base_url: str = model._spec.base_url  # type: ignore[attr-defined]
-    if isinstance(model, AnthropicModel):
-        return AnthropicBatchAPI(base_url, headers)
-    if isinstance(model, OpenAIChatModel):
-        return OpenAIBatchAPI(base_url, headers, provider=provider or model.provider)
+def batch_adapter(model: ChatModel) -> OpenAIChatModel | AnthropicModel:
+    """``model`` as an adapter the Batch APIs can carry, or a clear error."""
+    while isinstance(model, PacedModel):  # rate limits pace live calls; a batch job has none
+        model = model.inner
+    if isinstance(model, AnthropicModel | OpenAIChatModel):
+        return model
     raise ConfigurationError(
         f"the batch executor needs an OpenAI-compatible or Anthropic model, got {type(model).__name__}",
         hint="use executor='local' for other models",
     )
+
+
+def batch_api_for(model: ChatModel, *, provider: str | None = None) -> BatchAPI:
+    """The Batch API client that speaks for ``model``'s host, with its credentials (in memory only)."""
+    adapter = batch_adapter(model)
+    headers = adapter.request_headers()
+    if isinstance(adapter, AnthropicModel):
+        return AnthropicBatchAPI(adapter.base_url, headers)
+    return OpenAIBatchAPI(adapter.base_url, headers, provider=provider or adapter.provider)
 
 
 def _half_price(costs: CostTracker, model: ChatModel, batch_provider: str) -> None:
@@ -94,7 +100,7 @@ class _Parked:
 class BatchedModel:
     """The row model, with each call parked for the collector instead of sent."""
 
-    def __init__(self, inner: ChatModel, collector: _Collector) -> None:
+    def __init__(self, inner: OpenAIChatModel | AnthropicModel, collector: _Collector) -> None:
         self.inner = inner
         self._collector = collector
 
@@ -116,8 +122,7 @@ class BatchedModel:
             raise ConfigurationError("a BatchedModel answers only inside a batch map")
         row[1] += 1
         custom_id = f"{row[0]}-{row[1]}"
-        raw = self.inner._payload(request, stream=False)  # type: ignore[attr-defined]  # the adapter's exact wire body
-        parked = _Parked(custom_id, json.loads(raw))
+        parked = _Parked(custom_id, self.inner.request_body(request))  # the adapter's exact wire body
         return await self._collector.park(parked)
 
     async def stream(self, request: ModelRequest) -> Any:  # pragma: no cover - the loop calls invoke (no streaming)
@@ -133,7 +138,9 @@ class BatchedModel:
 
 
 class _Collector:
-    def __init__(self, plan: MapPlan, api: BatchAPI, inner: ChatModel, *, poll_s: float, window_s: float) -> None:
+    def __init__(
+        self, plan: MapPlan, api: BatchAPI, inner: OpenAIChatModel | AnthropicModel, *, poll_s: float, window_s: float
+    ) -> None:
         self.plan = plan
         self.api = api
         self.inner = inner
@@ -167,12 +174,7 @@ class _Collector:
             return ProviderError(
                 result.error or "the batch request failed", provider=self.batch_provider, retryable=False
             )
-        if isinstance(self.inner, AnthropicModel):
-            return parse_anthropic_message(result.body, model=self.inner.model_name, provider=self.batch_provider)
-        from ..providers._openai_wire import parse_completion  # the adapter's own reader of a completion
-
-        spec = self.inner._spec  # type: ignore[attr-defined]
-        response = parse_completion(result.body, spec=spec, model=self.inner.model_name)
+        response = self.inner.parse_response(result.body)
         return dataclasses.replace(response, provider=self.batch_provider)  # priced at the batch rate
 
     def _deliver(self, results: list[BatchResult]) -> None:
@@ -236,7 +238,7 @@ class _Collector:
                 job_id=job_id,
                 map_key=self.plan.map_key,
                 provider=self.api.provider,
-                base_url=self.inner._spec.base_url,  # type: ignore[attr-defined]
+                base_url=self.inner.base_url,
                 model=self.inner.model_name,
                 custom_ids=[cid for cid, _ in fresh],
             )
@@ -256,7 +258,7 @@ async def run_batch(plan: MapPlan, *, poll_s: float = 30.0, window_s: float = 0.
         raise ConfigurationError(
             "the batch executor runs rows of one model call: drop the tools", hint="executor='local'"
         )
-    inner = harness.model
+    inner = batch_adapter(harness.model)
     api = batch_api_for(inner)
     collector = _Collector(plan, api, inner, poll_s=poll_s, window_s=window_s)
     _half_price(plan.root.costs, inner, collector.batch_provider)
