@@ -9,8 +9,11 @@ the next round sends those. Rows are one model call each: tools are refused up f
 
 The request's ``custom_id`` is derived from the row key, the prompt digest and the call's number,
 so a re-run of the same map finds the journaled ``submitted`` jobs and collects their results
-instead of sending the requests again (that is how a kernel restart re-attaches). Stop detaches:
-the job keeps running at the provider and the next run collects it; ``cancel_job`` cancels it.
+instead of sending the requests again (that is how a kernel restart re-attaches). Stop cancels the
+job at the provider (one request; cancelling is free, and the provider bills only the requests it
+finished before), journals it ``cancelling`` and returns at once with the rows pending; the next
+run collects what the job did finish and sends only the rest again. ``on_stop="detach"`` leaves
+the job running instead, for the next run to collect in full.
 
 Costs: the model is priced as ``<provider>-batch:<model>`` at 50 % of the model's own price
 (registered on the map's cost tracker), so the usage and cost tables show what the provider bills.
@@ -23,7 +26,7 @@ import dataclasses
 import hashlib
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -139,9 +142,18 @@ class BatchedModel:
 
 class _Collector:
     def __init__(
-        self, plan: MapPlan, api: BatchAPI, inner: OpenAIChatModel | AnthropicModel, *, poll_s: float, window_s: float
+        self,
+        plan: MapPlan,
+        api: BatchAPI,
+        inner: OpenAIChatModel | AnthropicModel,
+        *,
+        poll_s: float,
+        window_s: float,
+        on_stop: str,
     ) -> None:
         self.plan = plan
+        self.on_stop = on_stop
+        self.ended: set[str] = set()  # jobs whose results were read
         self.api = api
         self.inner = inner
         self.poll_s = poll_s
@@ -154,9 +166,10 @@ class _Collector:
         self.attached: dict[str, str] = {}  # custom id -> journaled job id (a re-run re-attaches)
         self.results: dict[str, BatchResult] = {}
         if self.journal is not None:
-            for job in self.journal.jobs(plan.map_key, state="submitted"):
-                for cid in job.custom_ids:
-                    self.attached[cid] = job.job_id
+            for state in ("submitted", "cancelling"):
+                for job in self.journal.jobs(plan.map_key, state=state):
+                    for cid in job.custom_ids:
+                        self.attached[cid] = job.job_id
         self.jobs: list[str] = []
 
     async def park(self, parked: _Parked) -> ModelResponse:
@@ -179,6 +192,8 @@ class _Collector:
 
     def _deliver(self, results: list[BatchResult]) -> None:
         for result in results:
+            if result.unsent:
+                continue  # never run (a cancelled or expired job): sent again, not failed
             self.results[result.custom_id] = result
             parked = self.parked.pop(result.custom_id, None)
             if parked is not None:
@@ -201,10 +216,23 @@ class _Collector:
                 with token.scope():
                     await anyio.sleep(self.poll_s)
             except Cancelled:
-                return  # Stop detaches: the job stays journaled as submitted
+                if self.on_stop == "cancel":
+                    await self._cancel(job_id)
+                return  # the rows stay pending; the journal lets the next run collect what was done
+        self.ended.add(job_id)
         self._deliver(await self.api.results(job_id))
         if self.journal is not None:
             self.journal.set_state(job_id, "cancelled" if status.detail == "cancelled" else "collected")
+
+    async def _cancel(self, job_id: str) -> None:
+        try:
+            status = await self.api.cancel(job_id)
+        except ProviderError as exc:  # the job stays journaled as submitted: the next run collects it
+            self.plan.progress.message = f"batch job {job_id}: cancel failed ({exc})"
+            return
+        if self.journal is not None:
+            self.journal.set_state(job_id, "cancelling")
+        self.plan.progress.message = f"batch job {job_id}: {status.detail}"
 
     async def run(self, rows_done: anyio.Event) -> None:
         token = self.plan.root.cancellation
@@ -228,6 +256,9 @@ class _Collector:
             await self._await_job(job_id)
         known = [cid for cid in list(self.parked) if cid in self.results]
         self._deliver([self.results[cid] for cid in known])
+        for cid in list(self.parked):  # in a job that ended without running it: send it again
+            if self.attached.get(cid) in self.ended:
+                del self.attached[cid]
         fresh = [(cid, p.body) for cid, p in self.parked.items() if cid not in self.attached]
         if not fresh or self.plan.root.cancellation.is_cancelled:
             return
@@ -251,8 +282,12 @@ def _row_id(key: str, digest: str) -> str:
     return hashlib.blake2b(f"{key}\x00{digest}".encode(), digest_size=10).hexdigest()
 
 
-async def run_batch(plan: MapPlan, *, poll_s: float = 30.0, window_s: float = 0.5) -> None:
-    """Run the plan's rows through one (or a few) provider batch jobs."""
+async def run_batch(
+    plan: MapPlan, *, poll_s: float = 30.0, window_s: float = 0.5, on_stop: Literal["cancel", "detach"] = "cancel"
+) -> None:
+    """Run the plan's rows through one (or a few) provider batch jobs (Stop: see the module docstring)."""
+    if on_stop not in ("cancel", "detach"):
+        raise ConfigurationError(f"on_stop must be 'cancel' or 'detach', got {on_stop!r}")
     harness = plan.harness
     if harness.tools.names():
         raise ConfigurationError(
@@ -260,7 +295,7 @@ async def run_batch(plan: MapPlan, *, poll_s: float = 30.0, window_s: float = 0.
         )
     inner = batch_adapter(harness.model)
     api = batch_api_for(inner)
-    collector = _Collector(plan, api, inner, poll_s=poll_s, window_s=window_s)
+    collector = _Collector(plan, api, inner, poll_s=poll_s, window_s=window_s, on_stop=on_stop)
     _half_price(plan.root.costs, inner, collector.batch_provider)
     plan.harness = _derive(harness, model=BatchedModel(inner, collector))
     rows_done = anyio.Event()
