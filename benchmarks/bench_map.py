@@ -3,8 +3,9 @@
 (a) an instant in-process model (the harness's own throughput: one full run per row, structured
 output validated, concurrency 16); (b) a 127.0.0.1 model that answers after 20 ms, at concurrency
 64, where the ideal is 64 / 0.020 s = 3,200 rows/s and the gap is the client's CPU per row; (c)
-peak memory of a map, scaled to 100,000 rows. The server runs in its own process so its CPU is
-not counted. LOTUS (``lotus-ai``), Ray and Dask are reported as skipped when not installed.
+peak memory of a map, scaled to 100,000 rows; (d) the dask and ray executors with 2 workers; (e)
+LOTUS ``sem_map`` (``lotus-ai``) against the same server. The server runs in its own process so its
+CPU is not counted. Dask, Ray and LOTUS are reported as skipped when not installed.
 
 Run alone: ``python -m benchmarks.bench_map [--quick]``.
 """
@@ -71,7 +72,7 @@ def instant(n: int) -> None:
     line(f"(c) peak RSS growth {grown:,.1f} MiB for {n:,} rows -> ~{grown * 100_000 / n:,.0f} MiB per 100,000 rows")
 
 
-def served(n: int, concurrency: int, *, dask_workers: int = 0) -> None:
+def served(n: int, concurrency: int, *, cluster: str = "", workers: int = 2) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks._map_server", str(DELAY_S)], stdout=subprocess.PIPE, text=True
     )
@@ -82,8 +83,11 @@ def served(n: int, concurrency: int, *, dask_workers: int = 0) -> None:
             OpenAIChatModel, "gpt-4o-mini-2024-07-18", base_url=f"http://127.0.0.1:{port}/v1", api_key="sk-bench"
         )
         model = factory()
-        if dask_workers:
-            options = {"model_factory": factory, "workers": dask_workers, "partition_rows": max(n // 8, 1)}
+        if cluster == "lotus":
+            _lotus(n, port)
+            return
+        if cluster:
+            options = {"model_factory": factory, "workers": workers, "partition_rows": max(n // 8, 1)}
             out, wall, cpu = _timed(
                 lambda: agent_map(
                     _rows(n),
@@ -91,11 +95,11 @@ def served(n: int, concurrency: int, *, dask_workers: int = 0) -> None:
                     model=model,
                     output=Label,
                     concurrency=concurrency,
-                    executor="dask",
+                    executor=cluster,  # type: ignore[arg-type]
                     executor_options=options,
                 )
             )
-            line(f"(d) dask, {dask_workers} worker processes (LocalCluster, started inside the timing), {n:,} rows")
+            line(f"(d) {cluster}, {workers} workers (a local cluster, started inside the timing), {n:,} rows")
             line(f"    {n / wall:,.0f} rows/s; {int((out['status'] == 'done').sum()):,} done")
             return
         agent_map(_rows(concurrency), "Classify: {{review}}", model=model, output=Label)  # warm up
@@ -114,14 +118,30 @@ def served(n: int, concurrency: int, *, dask_workers: int = 0) -> None:
         proc.wait(timeout=10)
 
 
-def peers() -> None:
-    for package, what in (("lotus", "LOTUS sem_map (lotus-ai)"), ("ray", "Ray executor")):
+def _lotus(n: int, port: int) -> None:
+    """LOTUS ``sem_map`` (through litellm) on the same server and rows, its batch of 64 as our concurrency."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # no download of litellm's price map
+    import lotus  # type: ignore[import-not-found]
+    import pandas as pd
+    from lotus.models import LM  # type: ignore[import-not-found]
+
+    lm = LM(model="openai/gpt-4o-mini", api_base=f"http://127.0.0.1:{port}/v1", api_key="sk-bench", max_batch_size=64)
+    lotus.settings.configure(lm=lm)
+    frame: Any = pd.DataFrame(_rows(n))  # LOTUS adds .sem_map to DataFrames at import
+    frame.head(64).sem_map("Classify {review}")  # warm up
+    _, wall, cpu = _timed(lambda: frame.sem_map("Classify {review}"))
+    line(f"(e) LOTUS sem_map on the same server, {n:,} rows, batch 64")
+    line(f"    {n / wall:,.0f} rows/s; client CPU {cpu / n * 1e6:,.0f} µs per row")
+
+
+def peers(n: int) -> None:
+    for package, what in (("ray", "ray"), ("lotus", "lotus")):
         try:
             __import__(package)
         except ImportError:
-            line(f"(d) {what}: skipped, not installed")
+            line(f"(d/e) {what}: skipped, not installed (pip install {'lotus-ai' if what == 'lotus' else 'ray'})")
         else:
-            line(f"(d) {what}: installed, but not compared in this version")
+            served(n, 64, cluster=what)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -138,8 +158,8 @@ def main(argv: list[str] | None = None) -> None:
     except ImportError:
         line("(d) dask: skipped, not installed (extra [dask])")
     else:
-        served(300 if args.quick else 2_000, 64, dask_workers=2)
-    peers()
+        served(300 if args.quick else 2_000, 64, cluster="dask")
+    peers(300 if args.quick else 2_000)
 
 
 if __name__ == "__main__":

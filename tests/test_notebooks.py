@@ -29,6 +29,7 @@ EXPECTED = [
     "07_mcp",
     "08_rlm",
     "09_notebook_access",
+    "10_agent_map",
 ]
 WIDGET = "application/vnd.jupyter.widget-view+json"
 CHECK, IGNORE = "nbval-check-output", "nbval-ignore-output"

@@ -11,6 +11,7 @@ import pandas as pd
 import pydantic
 import pytest
 
+from tests.harness.batch.rows_process import RowServerProcess
 from tests.harness.batch.rows_server import RowResponder
 from tests.harness.replay_server import ReplayServer, chat_completion, usage_body
 from tinyagents_nb.harness import AgentHarness, CancellationToken, ConfigurationError, OutputSpec, RunLimits
@@ -36,12 +37,16 @@ def _frame(n: int) -> pd.DataFrame:
     return pd.DataFrame({"review": [f"review #{i} was fine" for i in range(n)]}, index=[f"r{i}" for i in range(n)])
 
 
-@pytest.mark.timeout(900)  # 10,000 real HTTP round trips: ~30 s idle, minutes on a loaded 2-core box
-def test_ten_thousand_rows_structured_with_one_percent_failing(replay_server: ReplayServer) -> None:
-    responder = RowResponder()
-    replay_server.respond_with(responder)
-    frame = _frame(10_000)
-    out = agent_map(frame, "Classify: {{review}}", model=_model(replay_server), output=Label, concurrency=32)
+@pytest.mark.timeout(900)
+def test_ten_thousand_rows_structured_with_one_percent_failing() -> None:
+    # The server runs in a child process (on the other core, not sharing this process's GIL), and 8
+    # rows in flight keep httpcore's pool small: its per-request scan of idle connections grows
+    # with the pool. Both cut the test's CPU here by about a third; the rows and requests are the same.
+    with RowServerProcess() as server:
+        frame = _frame(10_000)
+        model = OpenAIChatModel("gpt-4o-mini-2024-07-18", base_url=server.base_url, api_key=SECRET)
+        out = agent_map(frame, "Classify: {{review}}", model=model, output=Label, concurrency=8)
+        seen = server.seen()
     assert list(out.index) == list(frame.index)
     assert list(out.columns) == ["review", "label", "score", "status", "error", "tokens", "cost_usd"]
     counts = out["status"].value_counts()
@@ -55,7 +60,8 @@ def test_ten_thousand_rows_structured_with_one_percent_failing(replay_server: Re
     assert out.loc["r9", "score"] == 9
     assert (out.loc[out["status"] == "done", "tokens"] == 1_100).all()
     assert out.loc["r8", "cost_usd"] == pytest.approx(1000 * 0.15e-6 + 100 * 0.6e-6)
-    assert sum(responder.seen.values()) == 10_000  # a 400 is not retried: one request per row
+    assert set(seen) == set(range(10_000))
+    assert sum(seen.values()) == 10_000  # a 400 is not retried: one request per row
     summary = out.attrs["agent_map"]
     assert summary["done"] == 9_900
     assert summary["state"] == "completed"

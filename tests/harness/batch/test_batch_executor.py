@@ -125,7 +125,7 @@ async def test_a_restart_reattaches_to_the_journaled_job(
     path = str(tmp_path / "map.sqlite")
     token = CancellationToken()
 
-    # Stop as soon as the job is submitted: the kernel "dies" with the job still running at the provider.
+    # The kernel "dies" as soon as the job is submitted (a death runs no Stop: detach is what it leaves).
     async def stop_when_submitted() -> None:
         await anyio.to_thread.run_sync(server.submitted.wait)
         token.cancel("Stop")
@@ -140,7 +140,7 @@ async def test_a_restart_reattaches_to_the_journaled_job(
             executor="batch",
             checkpoint=path,
             cancellation=token,
-            executor_options={"poll_s": 0.05, "window_s": 0.05},
+            executor_options={"poll_s": 0.05, "window_s": 0.05, "on_stop": "detach"},
             name="labels",
         )
     assert (stopped["status"] == "pending").all()
@@ -181,7 +181,7 @@ async def test_status_and_cancel_a_job(batch_server: Callable[..., BatchServer],
             executor="batch",
             checkpoint=path,
             cancellation=token,
-            executor_options={"poll_s": 0.05, "window_s": 0.05},
+            executor_options={"poll_s": 0.05, "window_s": 0.05, "on_stop": "detach"},
             name="m",
         )
     with MapCheckpoint(path) as store:
@@ -195,6 +195,91 @@ async def test_status_and_cancel_a_job(batch_server: Callable[..., BatchServer],
         assert batch_jobs(store, "m")[0].state == "cancelled"
         with pytest.raises(ConfigurationError, match="no batch job"):
             await batch_job_status(store, "batch_nope", _openai(server))
+
+
+async def test_stop_cancels_the_job_and_the_next_run_sends_only_what_it_never_ran(
+    batch_server: Callable[..., BatchServer], tmp_path: Path
+) -> None:
+    server = batch_server(openai_answer, polls_to_finish=1_000)
+    path = str(tmp_path / "map.sqlite")
+    token = CancellationToken()
+
+    async def stop_when_submitted() -> None:
+        await anyio.to_thread.run_sync(server.submitted.wait)
+        token.cancel("Stop")
+
+    with anyio.fail_after(30):  # promptly: Stop does not wait for the provider to finish cancelling
+        async with anyio.create_task_group() as group:
+            group.start_soon(stop_when_submitted)
+            stopped = await agent_map_async(
+                _rows(30),
+                "{{text}}",
+                model=_openai(server),
+                executor="batch",
+                checkpoint=path,
+                cancellation=token,
+                executor_options={"poll_s": 0.05, "window_s": 0.05},
+                name="m",
+            )
+    assert stopped.attrs["agent_map"]["state"] == "stopped"
+    assert (stopped["status"] == "pending").all()
+    (first,) = server.batches.values()
+    assert first["status"] == "cancelling"  # the provider was asked to cancel, so it bills no more
+    assert server.answered == 0
+    with MapCheckpoint(path) as store:
+        assert [job.state for job in batch_jobs(store, "m")] == ["cancelling"]
+    server.polls_to_finish = 1
+    again = await agent_map_async(
+        _rows(30),
+        "{{text}}",
+        model=_openai(server),
+        executor="batch",
+        checkpoint=path,
+        executor_options=OPTIONS,
+        name="m",
+    )
+    assert (again["status"] == "done").sum() == 29
+    assert len(server.uploads) == 2  # the cancelled job ran nothing: every row went into a new job
+    assert server.answered == 30
+    with MapCheckpoint(path) as store:
+        assert [job.state for job in batch_jobs(store, "m")] == ["cancelled", "collected"]
+
+
+async def test_a_cancelled_anthropic_job_sends_its_canceled_requests_again(
+    batch_server: Callable[..., BatchServer], tmp_path: Path
+) -> None:
+    server = batch_server(anthropic_answer, polls_to_finish=1_000)
+    token = CancellationToken()
+    path = str(tmp_path / "map.sqlite")
+
+    def model() -> AnthropicModel:
+        return AnthropicModel("claude-3-5-haiku-20241022", base_url=server.base_url, api_key=SECRET)
+
+    async def stop_when_submitted() -> None:
+        await anyio.to_thread.run_sync(server.submitted.wait)
+        token.cancel("Stop")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(stop_when_submitted)
+        await agent_map_async(
+            _rows(5),
+            "{{text}}",
+            model=model(),
+            executor="batch",
+            checkpoint=path,
+            cancellation=token,
+            executor_options={"poll_s": 0.05, "window_s": 0.05},
+            name="a",
+        )
+    (first,) = server.batches.values()
+    assert first["processing_status"] == "canceling"
+    server.polls_to_finish = 1
+    again = await agent_map_async(
+        _rows(5), "{{text}}", model=model(), executor="batch", checkpoint=path, executor_options=OPTIONS, name="a"
+    )
+    assert first["request_counts"]["canceled"] == 5  # the re-run read the first job's results: all canceled
+    assert list(again["answer"]) == [f"answer {i}" for i in range(5)]  # sent again, not failed
+    assert len(server.uploads) == 2
 
 
 def test_batch_rows_cannot_have_tools(batch_server: Callable[..., BatchServer]) -> None:

@@ -43,11 +43,16 @@ class JobStatus:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class BatchResult:
-    """One request's outcome: the response body on success, else a short error."""
+    """One request's outcome: the response body on success, else a short error.
+
+    ``unsent``: the provider never ran it (its job was cancelled or expired first), so the row is
+    sent again rather than failed.
+    """
 
     custom_id: str
     body: Mapping[str, Any] | None
     error: str | None
+    unsent: bool = False
 
 
 class BatchAPI(Protocol):
@@ -166,7 +171,8 @@ class OpenAIBatchAPI(_Client):
         message = error.get("message") if isinstance(error, Mapping) else error
         code = error.get("code") if isinstance(error, Mapping) else None
         text = f"{code}: {message}" if code else str(message or f"status {status}")
-        return BatchResult(custom_id=cid, body=None, error=scrub(text, self._secrets))
+        unsent = code in ("batch_cancelled", "batch_expired")
+        return BatchResult(custom_id=cid, body=None, error=scrub(text, self._secrets), unsent=unsent)
 
     async def cancel(self, job_id: str) -> JobStatus:
         return self._status((await self._request("POST", f"/batches/{job_id}/cancel")).json())
@@ -221,7 +227,8 @@ class AnthropicBatchAPI(_Client):
             )
             message = inner.get("message")
             text_ = f"{inner.get('type')}: {message}" if message else f"request {kind}"
-            out.append(BatchResult(custom_id=cid, body=None, error=scrub(text_, self._secrets)))
+            unsent = kind in ("canceled", "expired")
+            out.append(BatchResult(custom_id=cid, body=None, error=scrub(text_, self._secrets), unsent=unsent))
         return out
 
     async def cancel(self, job_id: str) -> JobStatus:

@@ -9,8 +9,11 @@ the next round sends those. Rows are one model call each: tools are refused up f
 
 The request's ``custom_id`` is derived from the row key, the prompt digest and the call's number,
 so a re-run of the same map finds the journaled ``submitted`` jobs and collects their results
-instead of sending the requests again (that is how a kernel restart re-attaches). Stop detaches:
-the job keeps running at the provider and the next run collects it; ``cancel_job`` cancels it.
+instead of sending the requests again (that is how a kernel restart re-attaches). Stop cancels the
+job at the provider (one request; cancelling is free, and the provider bills only the requests it
+finished before), journals it ``cancelling`` and returns at once with the rows pending; the next
+run collects what the job did finish and sends only the rest again. ``on_stop="detach"`` leaves
+the job running instead, for the next run to collect in full.
 
 Costs: the model is priced as ``<provider>-batch:<model>`` at 50 % of the model's own price
 (registered on the map's cost tracker), so the usage and cost tables show what the provider bills.
@@ -21,10 +24,9 @@ from __future__ import annotations
 import contextvars
 import dataclasses
 import hashlib
-import json
 from collections.abc import Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 
@@ -33,29 +35,36 @@ from .._errors import Cancelled, ConfigurationError, ProviderError
 from .._model import ChatModel, ModelRequest, ModelResponse
 from .._usage import Usage
 from ..providers import AnthropicModel, OpenAIChatModel
-from ..providers.wire import parse_anthropic_message
 from ._batch_api import AnthropicBatchAPI, BatchAPI, BatchResult, OpenAIBatchAPI
 from ._jobs import JobJournal
 from ._plan import MapPlan, _derive
+from ._rate import PacedModel
 
-__all__ = ["BatchedModel", "batch_api_for", "run_batch"]
+__all__ = ["BatchedModel", "batch_adapter", "batch_api_for", "run_batch"]
 
 _ROW: contextvars.ContextVar[list[Any] | None] = contextvars.ContextVar("tinyagents_batch_row", default=None)
 BATCH_DISCOUNT = Decimal("0.5")
 
 
-def batch_api_for(model: ChatModel, *, provider: str | None = None) -> BatchAPI:
-    """The Batch API client that speaks for ``model``'s host, with its credentials (in memory only)."""
-    headers: Mapping[str, str] = model._headers.reveal()  # type: ignore[attr-defined]  # the adapter's sealed headers
-    base_url: str = model._spec.base_url  # type: ignore[attr-defined]
-    if isinstance(model, AnthropicModel):
-        return AnthropicBatchAPI(base_url, headers)
-    if isinstance(model, OpenAIChatModel):
-        return OpenAIBatchAPI(base_url, headers, provider=provider or model.provider)
+def batch_adapter(model: ChatModel) -> OpenAIChatModel | AnthropicModel:
+    """``model`` as an adapter the Batch APIs can carry, or a clear error."""
+    while isinstance(model, PacedModel):  # rate limits pace live calls; a batch job has none
+        model = model.inner
+    if isinstance(model, AnthropicModel | OpenAIChatModel):
+        return model
     raise ConfigurationError(
         f"the batch executor needs an OpenAI-compatible or Anthropic model, got {type(model).__name__}",
         hint="use executor='local' for other models",
     )
+
+
+def batch_api_for(model: ChatModel, *, provider: str | None = None) -> BatchAPI:
+    """The Batch API client that speaks for ``model``'s host, with its credentials (in memory only)."""
+    adapter = batch_adapter(model)
+    headers = adapter.request_headers()
+    if isinstance(adapter, AnthropicModel):
+        return AnthropicBatchAPI(adapter.base_url, headers)
+    return OpenAIBatchAPI(adapter.base_url, headers, provider=provider or adapter.provider)
 
 
 def _half_price(costs: CostTracker, model: ChatModel, batch_provider: str) -> None:
@@ -94,7 +103,7 @@ class _Parked:
 class BatchedModel:
     """The row model, with each call parked for the collector instead of sent."""
 
-    def __init__(self, inner: ChatModel, collector: _Collector) -> None:
+    def __init__(self, inner: OpenAIChatModel | AnthropicModel, collector: _Collector) -> None:
         self.inner = inner
         self._collector = collector
 
@@ -116,8 +125,7 @@ class BatchedModel:
             raise ConfigurationError("a BatchedModel answers only inside a batch map")
         row[1] += 1
         custom_id = f"{row[0]}-{row[1]}"
-        raw = self.inner._payload(request, stream=False)  # type: ignore[attr-defined]  # the adapter's exact wire body
-        parked = _Parked(custom_id, json.loads(raw))
+        parked = _Parked(custom_id, self.inner.request_body(request))  # the adapter's exact wire body
         return await self._collector.park(parked)
 
     async def stream(self, request: ModelRequest) -> Any:  # pragma: no cover - the loop calls invoke (no streaming)
@@ -133,8 +141,19 @@ class BatchedModel:
 
 
 class _Collector:
-    def __init__(self, plan: MapPlan, api: BatchAPI, inner: ChatModel, *, poll_s: float, window_s: float) -> None:
+    def __init__(
+        self,
+        plan: MapPlan,
+        api: BatchAPI,
+        inner: OpenAIChatModel | AnthropicModel,
+        *,
+        poll_s: float,
+        window_s: float,
+        on_stop: str,
+    ) -> None:
         self.plan = plan
+        self.on_stop = on_stop
+        self.ended: set[str] = set()  # jobs whose results were read
         self.api = api
         self.inner = inner
         self.poll_s = poll_s
@@ -147,9 +166,10 @@ class _Collector:
         self.attached: dict[str, str] = {}  # custom id -> journaled job id (a re-run re-attaches)
         self.results: dict[str, BatchResult] = {}
         if self.journal is not None:
-            for job in self.journal.jobs(plan.map_key, state="submitted"):
-                for cid in job.custom_ids:
-                    self.attached[cid] = job.job_id
+            for state in ("submitted", "cancelling"):
+                for job in self.journal.jobs(plan.map_key, state=state):
+                    for cid in job.custom_ids:
+                        self.attached[cid] = job.job_id
         self.jobs: list[str] = []
 
     async def park(self, parked: _Parked) -> ModelResponse:
@@ -167,16 +187,13 @@ class _Collector:
             return ProviderError(
                 result.error or "the batch request failed", provider=self.batch_provider, retryable=False
             )
-        if isinstance(self.inner, AnthropicModel):
-            return parse_anthropic_message(result.body, model=self.inner.model_name, provider=self.batch_provider)
-        from ..providers._openai_wire import parse_completion  # the adapter's own reader of a completion
-
-        spec = self.inner._spec  # type: ignore[attr-defined]
-        response = parse_completion(result.body, spec=spec, model=self.inner.model_name)
+        response = self.inner.parse_response(result.body)
         return dataclasses.replace(response, provider=self.batch_provider)  # priced at the batch rate
 
     def _deliver(self, results: list[BatchResult]) -> None:
         for result in results:
+            if result.unsent:
+                continue  # never run (a cancelled or expired job): sent again, not failed
             self.results[result.custom_id] = result
             parked = self.parked.pop(result.custom_id, None)
             if parked is not None:
@@ -199,10 +216,23 @@ class _Collector:
                 with token.scope():
                     await anyio.sleep(self.poll_s)
             except Cancelled:
-                return  # Stop detaches: the job stays journaled as submitted
+                if self.on_stop == "cancel":
+                    await self._cancel(job_id)
+                return  # the rows stay pending; the journal lets the next run collect what was done
+        self.ended.add(job_id)
         self._deliver(await self.api.results(job_id))
         if self.journal is not None:
             self.journal.set_state(job_id, "cancelled" if status.detail == "cancelled" else "collected")
+
+    async def _cancel(self, job_id: str) -> None:
+        try:
+            status = await self.api.cancel(job_id)
+        except ProviderError as exc:  # the job stays journaled as submitted: the next run collects it
+            self.plan.progress.message = f"batch job {job_id}: cancel failed ({exc})"
+            return
+        if self.journal is not None:
+            self.journal.set_state(job_id, "cancelling")
+        self.plan.progress.message = f"batch job {job_id}: {status.detail}"
 
     async def run(self, rows_done: anyio.Event) -> None:
         token = self.plan.root.cancellation
@@ -226,6 +256,9 @@ class _Collector:
             await self._await_job(job_id)
         known = [cid for cid in list(self.parked) if cid in self.results]
         self._deliver([self.results[cid] for cid in known])
+        for cid in list(self.parked):  # in a job that ended without running it: send it again
+            if self.attached.get(cid) in self.ended:
+                del self.attached[cid]
         fresh = [(cid, p.body) for cid, p in self.parked.items() if cid not in self.attached]
         if not fresh or self.plan.root.cancellation.is_cancelled:
             return
@@ -236,7 +269,7 @@ class _Collector:
                 job_id=job_id,
                 map_key=self.plan.map_key,
                 provider=self.api.provider,
-                base_url=self.inner._spec.base_url,  # type: ignore[attr-defined]
+                base_url=self.inner.base_url,
                 model=self.inner.model_name,
                 custom_ids=[cid for cid, _ in fresh],
             )
@@ -249,16 +282,20 @@ def _row_id(key: str, digest: str) -> str:
     return hashlib.blake2b(f"{key}\x00{digest}".encode(), digest_size=10).hexdigest()
 
 
-async def run_batch(plan: MapPlan, *, poll_s: float = 30.0, window_s: float = 0.5) -> None:
-    """Run the plan's rows through one (or a few) provider batch jobs."""
+async def run_batch(
+    plan: MapPlan, *, poll_s: float = 30.0, window_s: float = 0.5, on_stop: Literal["cancel", "detach"] = "cancel"
+) -> None:
+    """Run the plan's rows through one (or a few) provider batch jobs (Stop: see the module docstring)."""
+    if on_stop not in ("cancel", "detach"):
+        raise ConfigurationError(f"on_stop must be 'cancel' or 'detach', got {on_stop!r}")
     harness = plan.harness
     if harness.tools.names():
         raise ConfigurationError(
             "the batch executor runs rows of one model call: drop the tools", hint="executor='local'"
         )
-    inner = harness.model
+    inner = batch_adapter(harness.model)
     api = batch_api_for(inner)
-    collector = _Collector(plan, api, inner, poll_s=poll_s, window_s=window_s)
+    collector = _Collector(plan, api, inner, poll_s=poll_s, window_s=window_s, on_stop=on_stop)
     _half_price(plan.root.costs, inner, collector.batch_provider)
     plan.harness = _derive(harness, model=BatchedModel(inner, collector))
     rows_done = anyio.Event()

@@ -18,7 +18,8 @@ from ._checkpoint import MapCheckpoint
 
 __all__ = ["BatchJobRecord", "JobJournal", "JournalState"]
 
-JournalState = Literal["submitted", "collected", "cancelled", "failed"]
+JournalState = Literal["submitted", "cancelling", "collected", "cancelled", "failed"]
+"""``cancelling``: Stop asked the provider to cancel; what it finished before (and billed) is still collected."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

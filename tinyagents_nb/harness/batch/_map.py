@@ -143,10 +143,9 @@ async def _execute(plan: MapPlan, executor: str, options: dict[str, Any]) -> Non
 
         await run_dask(plan, **options)
     else:
-        raise ConfigurationError(
-            f"the {executor!r} executor is not available in this version",
-            hint="use executor='local' (one machine) or 'batch' (a provider Batch API)",
-        )
+        from ._ray import run_ray
+
+        await run_ray(plan, **options)
 
 
 def _finish(plan: MapPlan) -> None:

@@ -1,10 +1,15 @@
-"""``RateLimits``: requests and tokens per minute shared by every row of a map, adapting to 429s.
+"""``RateLimits``: requests and tokens per minute shared by every row of a map, adapting to the provider.
 
 All rows of a map call one model object; ``RateLimits.wrap`` puts a pacing layer in front of it,
 so every attempt of every row (retries included) draws from the same two buckets. Each bucket
 refills continuously and may run into debt: a request waits while its bucket is empty, then takes
 its estimate (prompt characters / 4 plus the output cap); when the response reports its real
 usage the difference is settled, so a long answer slows the next requests instead of slipping past.
+
+The provider's own view comes back on every response (``x-ratelimit-*`` / ``anthropic-ratelimit-*``,
+read by the adapters into ``model.rate_limit_info``): the buckets never hold more than the provider
+says remains (minus what is already in flight), and a limit the provider states paces a dimension
+the caller left uncapped, so the rows slow down *before* the provider refuses.
 
 A 429 from the provider pauses *every* row until its ``Retry-After`` (or an exponential guess) and
 halves the pace; each success then wins back a little, up to the configured rates. A harness's own
@@ -23,6 +28,7 @@ import anyio
 from .._errors import ConfigurationError, ProviderError
 from .._model import ChatModel, ModelRequest, ModelResponse, ModelStreamItem, StreamUsage
 from .._usage import Usage
+from ..providers import RateLimitInfo
 
 __all__ = ["RateLimits"]
 
@@ -70,6 +76,23 @@ class RateLimits:
         self.throttled = 0
         """429 responses seen."""
         self._strikes = 0
+        self._server_rpm: float | None = None  # the limits the provider states, when it does
+        self._server_tpm: float | None = None
+        self._in_flight = 0
+        self._in_flight_tokens = 0
+        self._seen: RateLimitInfo | None = None
+        self.observed = 0
+        """Provider rate-limit reports taken into account."""
+
+    @property
+    def effective_requests_per_minute(self) -> float | None:
+        """The request rate in force before the 429 factor: the caller's cap, the provider's, or the lower."""
+        return _lower(self.requests_per_minute, self._server_rpm)
+
+    @property
+    def effective_tokens_per_minute(self) -> float | None:
+        """The token rate in force before the 429 factor: the caller's cap, the provider's, or the lower."""
+        return _lower(self.tokens_per_minute, self._server_tpm)
 
     @staticmethod
     def _burst(per_minute: float | None) -> float:
@@ -86,12 +109,11 @@ class RateLimits:
         if elapsed <= 0:
             return
         self._updated = now
-        if self.requests_per_minute is not None:
-            rate = self.requests_per_minute / 60 * self.factor
-            self._requests = min(self._burst(self.requests_per_minute), self._requests + elapsed * rate)
-        if self.tokens_per_minute is not None:
-            rate = self.tokens_per_minute / 60 * self.factor
-            self._tokens = min(self._burst(self.tokens_per_minute), self._tokens + elapsed * rate)
+        rpm, tpm = self.effective_requests_per_minute, self.effective_tokens_per_minute
+        if rpm is not None:
+            self._requests = min(self._burst(rpm), self._requests + elapsed * rpm / 60 * self.factor)
+        if tpm is not None:
+            self._tokens = min(self._burst(tpm), self._tokens + elapsed * tpm / 60 * self.factor)
 
     def _wait_s(self) -> float:
         """Seconds until a request may go (0: now)."""
@@ -100,10 +122,11 @@ class RateLimits:
             return self.paused_until - now
         self._refill()
         wait = 0.0
-        if self.requests_per_minute is not None and self._requests < 1:
-            wait = (1 - self._requests) / (self.requests_per_minute / 60 * self.factor)
-        if self.tokens_per_minute is not None and self._tokens <= 0:
-            wait = max(wait, (1e-6 - self._tokens) / (self.tokens_per_minute / 60 * self.factor))
+        rpm, tpm = self.effective_requests_per_minute, self.effective_tokens_per_minute
+        if rpm is not None and self._requests < 1:
+            wait = (1 - self._requests) / (rpm / 60 * self.factor)
+        if tpm is not None and self._tokens <= 0:
+            wait = max(wait, (1e-6 - self._tokens) / (tpm / 60 * self.factor))
         return wait
 
     async def acquire(self, estimate: int) -> float:
@@ -115,11 +138,46 @@ class RateLimits:
                 break
             waited += wait
             await self._sleep(wait)
-        if self.requests_per_minute is not None:
+        if self.effective_requests_per_minute is not None:
             self._requests -= 1
-        if self.tokens_per_minute is not None:
+        if self.effective_tokens_per_minute is not None:
             self._tokens -= estimate
+        self._in_flight += 1
+        self._in_flight_tokens += estimate
         return waited
+
+    def release(self, estimate: int) -> None:
+        """A request taken by ``acquire`` ended (answered, refused or cancelled)."""
+        self._in_flight = max(0, self._in_flight - 1)
+        self._in_flight_tokens = max(0, self._in_flight_tokens - estimate)
+
+    def observe(self, info: RateLimitInfo, estimate: int = 0) -> None:
+        """The provider reported its limits on a response to a request still counted in flight.
+
+        The buckets are brought down to what the provider says remains, less what the other
+        requests in flight will take; a stated limit paces a dimension the caller left uncapped;
+        nothing left and a reset time pause every row until then.
+        """
+        if info is self._seen:
+            return
+        self._seen = info
+        self.observed += 1
+        self._refill()
+        if info.limit_requests:
+            self._server_rpm = float(info.limit_requests)
+        if info.limit_tokens:
+            self._server_tpm = float(info.limit_tokens)
+        others = max(0, self._in_flight - 1)
+        if info.remaining_requests is not None and self.effective_requests_per_minute is not None:
+            self._requests = min(self._requests, float(info.remaining_requests - others))
+        if info.remaining_tokens is not None and self.effective_tokens_per_minute is not None:
+            self._tokens = min(self._tokens, float(info.remaining_tokens - (self._in_flight_tokens - estimate)))
+        for remaining, reset in (
+            (info.remaining_requests, info.reset_requests_s),
+            (info.remaining_tokens, info.reset_tokens_s),
+        ):
+            if remaining == 0 and reset is not None:
+                self.paused_until = max(self.paused_until, self._clock() + min(reset, 60.0))
 
     def settle(self, estimate: int, usage: Usage) -> None:
         """A response came back: charge its real tokens instead of the estimate, and recover pace."""
@@ -142,6 +200,12 @@ class RateLimits:
             f"RateLimits(requests_per_minute={self.requests_per_minute}, "
             f"tokens_per_minute={self.tokens_per_minute}, factor={self.factor:.3g})"
         )
+
+
+def _lower(a: float | None, b: float | None) -> float | None:
+    if a is None:
+        return b
+    return a if b is None else min(a, b)
 
 
 def estimate_tokens(request: ModelRequest) -> int:
@@ -168,16 +232,26 @@ class PacedModel:
     def __getattr__(self, name: str) -> Any:  # profile, base_url, aclose ...: the wrapped model's
         return getattr(self.inner, name)
 
+    def _observe(self, estimate: int) -> None:
+        info = getattr(self.inner, "rate_limit_info", None)
+        if isinstance(info, RateLimitInfo):
+            self.limits.observe(info, estimate)
+
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         estimate = estimate_tokens(request)
         await self.limits.acquire(estimate)
         try:
             response = await self.inner.invoke(request)
         except ProviderError as exc:
+            self._observe(estimate)
             if exc.status == 429:
                 self.limits.throttle(exc.retry_after_s)
             raise
-        self.limits.settle(estimate, response.usage)
+        else:
+            self.limits.settle(estimate, response.usage)
+            self._observe(estimate)
+        finally:
+            self.limits.release(estimate)
         return response
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
@@ -190,10 +264,15 @@ class PacedModel:
                     usage = item.usage
                 yield item
         except ProviderError as exc:
+            self._observe(estimate)
             if exc.status == 429:
                 self.limits.throttle(exc.retry_after_s)
             raise
-        self.limits.settle(estimate, usage)
+        else:
+            self.limits.settle(estimate, usage)
+            self._observe(estimate)
+        finally:
+            self.limits.release(estimate)
 
     def __repr__(self) -> str:
         return f"PacedModel({self.inner!r}, {self.limits!r})"

@@ -4,6 +4,8 @@
 ``AnthropicModel`` speaks Anthropic's Messages API (prompt caching, extended thinking, native JSON
 output). ``ProviderSpec`` describes an endpoint; ``resolve_model("provider:model")`` builds the right
 adapter (``"anthropic:..."`` the native one, ``"anthropic-compat:..."`` Chat Completions);
+``RateLimitInfo`` is what a provider said about its rate limits on the latest response
+(``model.rate_limit_info``).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._anthropic_wire import CacheTTL as CacheTTL
 from ._openai import OpenAIChatModel as OpenAIChatModel
+from ._ratelimit import RateLimitInfo as RateLimitInfo
 from ._registry import ProviderSpec as ProviderSpec, known_providers as known_providers
 from ._resolve import (
     ModelRegistry as ModelRegistry,
@@ -25,6 +28,7 @@ __all__ = [
     "ModelRegistry",
     "OpenAIChatModel",
     "ProviderSpec",
+    "RateLimitInfo",
     "known_providers",
     "resolve_model",
 ]

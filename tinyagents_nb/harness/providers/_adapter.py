@@ -17,6 +17,7 @@ from .._errors import ProviderError
 from ._http import Sealed, httpx_module, public_url, tls_context
 from ._loop_clients import PerLoopClients
 from ._openai_errors import scrub
+from ._ratelimit import RateLimitInfo, parse_rate_limit_headers
 
 if TYPE_CHECKING:
     import httpx
@@ -33,6 +34,7 @@ class HTTPAdapter:
         "_clients",
         "_given_client",
         "_model",
+        "_rate_info",
         "_secrets",
         "_spec",
         "_timeout",
@@ -60,6 +62,7 @@ class HTTPAdapter:
         self._given_client = http_client
         self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
         self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
+        self._rate_info: RateLimitInfo | None = None
 
     # ----------------------------------------------------------------------------------- identity
     @property
@@ -73,6 +76,21 @@ class HTTPAdapter:
     @property
     def base_url(self) -> str:
         return self._spec.base_url
+
+    @property
+    def rate_limit_info(self) -> RateLimitInfo | None:
+        """The rate-limit state the provider reported on the latest response (``None``: none yet).
+
+        Every response of every call updates it (successes, errors and 429s alike), so a pacer
+        shared by many rows (``agent_map``'s ``RateLimits``) can slow down before the provider
+        refuses. Limits are per account, so the latest answer is the freshest view of them.
+        """
+        return self._rate_info
+
+    def _observe(self, headers: Any) -> None:
+        info = parse_rate_limit_headers(headers)
+        if info is not None:
+            self._rate_info = info
 
     # ----------------------------------------------------------------------------------- client lifecycle
     async def _http(self) -> httpx.AsyncClient:

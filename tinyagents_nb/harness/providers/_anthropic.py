@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import AsyncGenerator, Mapping, Sequence
-from typing import TYPE_CHECKING, Final, get_args
+from typing import TYPE_CHECKING, Any, Final, get_args
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
@@ -31,7 +31,7 @@ from .._profile import ModelProfile
 from ._adapter import HTTPAdapter
 from ._anthropic_stream import EventParser
 from ._anthropic_wire import CacheTTL, WireOptions, build_body, parse_message, tools_payload
-from ._http import Sealed, check_url, httpx_module, public_url
+from ._http import Sealed, SecretHeaders, check_url, httpx_module, public_url
 from ._openai_errors import error_from_payload, error_from_status, malformed
 from ._registry import ProviderSpec, profile_for
 from ._sse import SSEDecoder
@@ -178,6 +178,35 @@ class AnthropicModel(HTTPAdapter):
 
     __str__ = __repr__
 
+    # ----------------------------------------------------------------------------------- requests by others
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body a non-streaming call for ``request`` sends, exactly (what a Batch API line carries).
+
+        It holds the prompt and the settings, never a key: credentials travel only in headers.
+
+        Raises:
+            ConfigurationError: The request is not JSON-serializable.
+        """
+        body: dict[str, Any] = json.loads(self._payload(request, stream=False))
+        return body
+
+    def request_headers(self) -> Mapping[str, str]:
+        """The headers a call sends, credentials included, for a client that calls this host itself.
+
+        The mapping's ``repr`` shows the names only. Keep it in memory: never write it anywhere.
+        """
+        return SecretHeaders(self._headers.reveal())
+
+    def parse_response(self, data: Mapping[str, Any]) -> ModelResponse:
+        """Read one non-streaming response body (e.g. a Batch API result line's) as this adapter would.
+
+        Raises:
+            ProviderError: The body is not a response of this API.
+        """
+        if not isinstance(data, Mapping):
+            raise malformed(self._spec, self._model, "the response body is not a JSON object")
+        return parse_message(dict(data), model=self._model, provider=self._spec.name)
+
     # ----------------------------------------------------------------------------------- calls
     def _payload(self, request: ModelRequest, *, stream: bool) -> bytes:
         tools = self._tools_for(request.tools, tools_payload)
@@ -219,6 +248,7 @@ class AnthropicModel(HTTPAdapter):
             error = self._transport_error(exc, interrupted=False)
         if error is not None:
             raise error  # raised outside the handler: the httpx error (and its headers) is not chained
+        self._observe(response.headers)
         body = response.content
         if response.status_code >= 300:
             raise self._status_error(response, body)
@@ -256,6 +286,7 @@ class AnthropicModel(HTTPAdapter):
             async with client.stream(
                 "POST", self._url, content=content, headers=headers, timeout=self._timeout_obj()
             ) as response:
+                self._observe(response.headers)
                 if response.status_code >= 300:
                     error = self._status_error(response, await response.aread())
                 else:

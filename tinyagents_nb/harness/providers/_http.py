@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import urllib.parse
+from collections.abc import Iterator, Mapping
 from types import ModuleType
 from typing import TYPE_CHECKING, Generic, TypeVar
 
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
     import ssl
 
 
-__all__ = ["Sealed", "check_url", "httpx_module", "public_url", "tls_context"]
+__all__ = ["SecretHeaders", "Sealed", "check_url", "httpx_module", "public_url", "tls_context"]
 
 _T = TypeVar("_T")
 
@@ -37,6 +38,33 @@ class Sealed(Generic[_T]):
 
     def __repr__(self) -> str:
         return "<sealed>"
+
+
+class SecretHeaders(Mapping[str, str]):
+    """A read-only copy of an adapter's request headers whose ``repr`` names them but shows no value.
+
+    What ``request_headers()`` hands to code that must call the provider itself (a Batch API
+    client): usable as a mapping, harmless if printed or logged by accident.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Mapping[str, str]) -> None:
+        self._items = dict(items)
+
+    def __getitem__(self, key: str) -> str:
+        return self._items[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __repr__(self) -> str:
+        return f"SecretHeaders({sorted(self._items)})"
+
+    __str__ = __repr__
 
 
 def httpx_module() -> ModuleType:

@@ -9,7 +9,7 @@ JSON; ``anthropic_tools`` once per tool set) and reads a unary response (``parse
 for an adapter to an Anthropic-compatible endpoint; ``normalize_usage`` reads OpenAI-style usage JSON
 (with the vendors' variants) as ``Usage``; ``error_from_payload`` maps an ``{"error": ...}`` body
 to the typed error the retry policy understands and ``parse_retry_after`` reads the wait a
-response asks for; ``scrub``/``scrub_value`` remove keys and bearer tokens from anything that will
+response asks for, ``parse_rate_limit_headers`` the rate-limit state it reports; ``scrub``/``scrub_value`` remove keys and bearer tokens from anything that will
 reach an error message; ``PerLoopClients`` keeps one HTTP client per event loop, so one model
 object can serve several threads' loops.
 """
@@ -34,6 +34,7 @@ from ._openai_wire import (
     ChunkParser as ChunkParser,
     normalize_usage as normalize_usage,
 )
+from ._ratelimit import parse_rate_limit_headers as parse_rate_limit_headers
 from ._sse import (
     SSEDecoder as SSEDecoder,
     SSEEvent as SSEEvent,
@@ -51,6 +52,7 @@ __all__ = [
     "error_from_payload",
     "normalize_usage",
     "parse_anthropic_message",
+    "parse_rate_limit_headers",
     "parse_retry_after",
     "scrub",
     "scrub_value",
