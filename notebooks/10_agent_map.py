@@ -1,9 +1,12 @@
 # ---
 # jupyter:
 #   jupytext:
+#     custom_cell_magics: agent
 #     text_representation:
 #       extension: .py
 #       format_name: percent
+#       format_version: '1.3'
+#       jupytext_version: 1.19.6
 #   kernelspec:
 #     display_name: Python 3 (ipykernel)
 #     language: python
@@ -116,11 +119,10 @@ if not USE_REAL_PROVIDER:
 # starting rows before the map would spend more than five cents. The live view shows while the map
 # runs and leaves a static record when it ends.
 
-# %% tags=["nbval-ignore-output"]
-# %%agent --map reviews --output Review --concurrency 4 --budget 0.05
-Classify the sentiment of this product review and rate it from 1 to 5 stars.
-
-Review: {{text}}
+# %% tags=["nbval-ignore-output"] magic_args="--map reviews --output Review --concurrency 4 --budget 0.05" language="agent"
+# Classify the sentiment of this product review and rate it from 1 to 5 stars.
+#
+# Review: {{text}}
 
 # %% tags=["nbval-check-output"]
 reviews_result
@@ -141,11 +143,10 @@ summary = reviews_result.attrs["agent_map"]
 # or a crash leaves the same state: the next run picks up the rest.) Failed rows are kept as failed,
 # so a re-run never pays twice for a row the provider rejects.
 
-# %% tags=["nbval-ignore-output"]
-# %%agent --map reviews --output Review --concurrency 4
-Classify the sentiment of this product review and rate it from 1 to 5 stars.
-
-Review: {{text}}
+# %% tags=["nbval-ignore-output"] magic_args="--map reviews --output Review --concurrency 4" language="agent"
+# Classify the sentiment of this product review and rate it from 1 to 5 stars.
+#
+# Review: {{text}}
 
 # %% tags=["nbval-check-output"]
 reviews_result.attrs["agent_map"]["skipped"]
