@@ -8,6 +8,7 @@ Settings live on ``AgentMagics`` (``%config AgentMagics.default_model = "openai:
 
 from __future__ import annotations
 
+from ._agent_tool import agent_tool as agent_tool
 from ._demo_model import (
     demo_model as demo_model,
 )
@@ -23,7 +24,6 @@ from ._magics import (
 )
 from ._session import (
     NotebookSession as NotebookSession,
-    agent_tool as agent_tool,
     get_session as get_session,
 )
 

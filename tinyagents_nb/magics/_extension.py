@@ -15,9 +15,9 @@ from typing import Any
 from ._interrupt import install_idle_interrupt, uninstall_idle_interrupt
 from ._magics import AgentMagics
 from ._session import _replace_session, get_session
+from ._shutdown import install_shutdown_hook, uninstall_shutdown_hook
 from ._stop_clicks import install_stop_clicks
 from ._trajectory_view import register_trajectory_view, unregister_trajectory_view
-from ._shutdown import install_shutdown_hook, uninstall_shutdown_hook
 from ._waiting import agent_cell_transformer, agent_wait_transformer, kernel_major
 
 __all__ = ["load_ipython_extension", "unload_ipython_extension"]

@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
     from tinyagents_nb.notebook import NotebookAccess
 
-__all__ = ["NotebookSession", "agent_tool", "get_session"]
+__all__ = ["NotebookSession", "get_session"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -98,27 +98,22 @@ class NotebookSession:
         self.default_model = default_model or None
         self.system_prompt = system_prompt or None
         self.max_model_calls = max_model_calls
-        self.mcp = SessionServers()
-        """MCP servers whose tools every run gets (``%agent mcp``); they outlive ``reset``, like tools."""
-        self.tracing = SessionTracing()
-        """OpenTelemetry export of every run (``%agent trace``); it outlives ``reset`` too."""
+        self.mcp = SessionServers()  # MCP servers every run gets (%agent mcp); they outlive reset, like tools
+        self.tracing = SessionTracing()  # OpenTelemetry export of every run (%agent trace); outlives reset too
         self.max_cost_usd: float | None = None
         """Dollar cap of each run's tree (``None``: none)."""
         self.session_max_cost_usd: float | None = None
         """Dollar cap across every run of the session (``None``: none)."""
         self.approvals = "auto"
         """``auto`` (ask when the frontend can answer), ``ask``, ``deny`` or ``approve`` (see ``_budget``)."""
-        self.approval_timeout_s: float | None = None
-        """How long a tool call waits for a click; ``None`` (the notebook's default): until answered, since
-        a person may step away; ``RunPolicy``'s own default of 300 s is for unattended harness runs."""
+        self.approval_timeout_s: float | None = None  # None: wait for the click (RunPolicy's 300 s is for scripts)
         self.can_answer: Callable[[], bool] = lambda: True
         """Whether whoever executes the current cell can click (the magics read the kernel's request)."""
         self.notebook: NotebookAccess | None = None
         """What the agent may see and do in the notebook (set by the extension in a kernel; see ``_notebook``)."""
         self._built: dict[str, ChatModel] = {}
         self._offline: ChatModel | None = None
-        self.thread_listeners: list[Callable[[str | None], object]] = []
-        """Told when a thread is dropped (its id) or every thread is (``None``: reset, close); the RLM's thread REPLs stop."""
+        self.thread_listeners: list[Callable[[str | None], object]] = []  # told a dropped thread's id (None: all)
         self.loop = SessionLoop()
         """The loop thread every run executes on (so runs stream on while cells run synchronous code)."""
         self._open(store_path)
@@ -500,13 +495,3 @@ def _replace_session(session: NotebookSession | None) -> NotebookSession | None:
     with _current_lock:
         previous, _current = _current, session
         return previous
-
-
-@overload
-def agent_tool(fn: Callable[P, R], /, **options: Unpack[ToolOptions]) -> FunctionTool[P, R]: ...
-@overload
-def agent_tool(**options: Unpack[ToolOptions]) -> Callable[[Callable[P, R]], FunctionTool[P, R]]: ...
-def agent_tool(fn: Callable[..., Any] | None = None, /, **options: Unpack[ToolOptions]) -> Any:
-    """Register a notebook function as a tool of the kernel's session; takes every option of ``tool()``."""
-    session = get_session()
-    return session.tool(**options) if fn is None else session.tool(fn, **options)
