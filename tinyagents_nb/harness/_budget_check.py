@@ -237,10 +237,8 @@ def _check(
 
 
 def _usd(amount: Decimal) -> str:
-    """Dollars for a person: cents when that is precise enough, else up to six places."""
-    if amount >= 1 or amount == amount.quantize(Decimal("0.01")):
-        return f"${amount:.2f}"
-    return "$" + f"{amount:.6f}".rstrip("0")
+    """Dollars to the micro-dollar, the one money format of records and dashboards (``$0.000409``)."""
+    return f"${amount:,.6f}"
 
 
 def _unknown_allowed(budget: TreeBudget, model: str) -> bool:
