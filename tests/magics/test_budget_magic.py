@@ -153,3 +153,17 @@ def test_estimated_usage_is_labelled_where_it_is_shown(
     assert "estimated)" in summary
     run_ok(shell, "%agent status")
     assert "(part estimated" in capsys.readouterr().out
+
+
+def test_a_refusal_suggests_a_cap_that_would_let_the_request_through(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    session.context.costs.register_price("scripted", PRICE)
+    session.register_model("priced", ScriptedModel(["never sent"]))
+    run_ok(shell, "%config AgentMagics.max_cost_usd = 0.0001")
+    run_ok(shell, "%%agent --model priced\nWhat does it cost?")
+    error = str(last_run(shell).outcome.error)
+    asked = Decimal(error.split("(about $")[1].split(")")[0])
+    suggested = Decimal(error.split("%config AgentMagics.max_cost_usd = ")[1].split()[0])
+    assert asked > Decimal("0.01")  # the request alone is far above the old fixed suggestion
+    assert suggested >= asked  # raising the cap to what it says lets this request through

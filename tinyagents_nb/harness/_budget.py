@@ -88,7 +88,9 @@ class TreeBudget:
 
     Attributes:
         hint: How a person raises this budget, appended to a refusal's message (a notebook says
-            which ``%config`` to set); empty means the ``RunLimits`` field.
+            which ``%config`` to set); empty means the ``RunLimits`` field. ``{needed}`` in it becomes
+            a limit that would have let the refused request through (twice what it needed), so the
+            suggestion is never one that refuses again.
     """
 
     anchor_run_id: str | None

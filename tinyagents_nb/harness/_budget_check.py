@@ -169,7 +169,9 @@ def _check(
     def refuse(
         limit: str, maximum: float, text: str, spent: float, held: float, asked: float, hint: str = ""
     ) -> BudgetExceeded:
-        hint = hint or budget.hint or _RAISE[limit]
+        hint = (hint or budget.hint or _RAISE[limit]).replace(
+            "{needed}", f"{max(spent + held + asked, maximum) * 2:.2g}"
+        )
         return BudgetExceeded(
             limit,
             f"{text}; the request was not sent. To continue, {hint}",

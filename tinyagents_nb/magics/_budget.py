@@ -32,7 +32,7 @@ def session_budget(cap: float | None, unknown_price: Literal["allow", "refuse"])
     """The budget a session puts on each run's context: ``cap`` dollars over every run of the session."""
     if cap is None:
         return ()
-    hint = f"raise the session's cap, e.g. %config AgentMagics.session_max_cost_usd = {_more(cap)}"
+    hint = "raise the session's cap, e.g. %config AgentMagics.session_max_cost_usd = {needed}"
     return (TreeBudget(anchor_run_id=None, max_cost_usd=Decimal(str(cap)), unknown_price=unknown_price, hint=hint),)
 
 
@@ -43,13 +43,9 @@ def notebook_budgets(
     budgets = session_budget(session_cap, unknown_price)
     if run_cap is None:
         return budgets
-    hint = f"raise the cap per run, e.g. %config AgentMagics.max_cost_usd = {_more(run_cap)}"
+    hint = "raise the cap per run, e.g. %config AgentMagics.max_cost_usd = {needed}"
     own = TreeBudget(anchor_run_id=run_id, max_cost_usd=Decimal(str(run_cap)), unknown_price=unknown_price, hint=hint)
     return (*budgets, own)
-
-
-def _more(cap: float) -> str:
-    return f"{max(cap * 2, 0.01):g}"
 
 
 def frontend_can_answer(shell: Any) -> bool:
