@@ -107,7 +107,7 @@ def test_agent_batch_status_and_cancel(
             name="tickets",
             checkpoint=session.store_path,
             cancellation=token,
-            executor_options={"poll_s": 0.05, "window_s": 0.05},
+            executor_options={"poll_s": 0.05, "window_s": 0.05, "on_stop": "detach"},  # left running
         )
         table = shell.run_line_magic("agent", "batch status")
         assert list(table["state"]) == ["submitted"]
