@@ -9,12 +9,13 @@ their wire.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import json
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Self
 
 from .._errors import ProviderError
-from ._http import Sealed, httpx_module, public_url, tls_context
+from ._http import Sealed, SecretHeaders, httpx_module, public_url, tls_context
 from ._loop_clients import PerLoopClients
 from ._openai_errors import scrub
 from ._ratelimit import RateLimitInfo, parse_rate_limit_headers
@@ -22,6 +23,7 @@ from ._ratelimit import RateLimitInfo, parse_rate_limit_headers
 if TYPE_CHECKING:
     import httpx
 
+    from .._model import ModelRequest
     from ._registry import ProviderSpec
 
 __all__ = ["HTTPAdapter"]
@@ -33,6 +35,7 @@ class HTTPAdapter:
     __slots__ = (
         "_clients",
         "_given_client",
+        "_headers",
         "_model",
         "_rate_info",
         "_secrets",
@@ -42,6 +45,13 @@ class HTTPAdapter:
         "_tools_cache",
         "_url",
     )
+
+    _headers: Sealed[dict[str, str]]  # every request's headers, credentials included (set by the subclass)
+
+    if TYPE_CHECKING:
+
+        def _payload(self, request: ModelRequest, *, stream: bool) -> bytes:
+            """The exact request body bytes for ``request`` (each wire builds its own)."""
 
     def _init_http(
         self,
@@ -63,6 +73,25 @@ class HTTPAdapter:
         self._clients: PerLoopClients[httpx.AsyncClient] = PerLoopClients(self._new_client)
         self._tools_cache: tuple[object, list[dict[str, Any]]] | None = None
         self._rate_info: RateLimitInfo | None = None
+
+    # ----------------------------------------------------------------------------------- requests by others
+    def request_body(self, request: ModelRequest) -> dict[str, Any]:
+        """The JSON body a non-streaming call for ``request`` sends, exactly (what a Batch API line carries).
+
+        It holds the prompt and the settings, never a key: credentials travel only in headers.
+
+        Raises:
+            ConfigurationError: The request is not JSON-serializable.
+        """
+        body: dict[str, Any] = json.loads(self._payload(request, stream=False))
+        return body
+
+    def request_headers(self) -> Mapping[str, str]:
+        """The headers a call sends, credentials included, for a client that calls this host itself.
+
+        The mapping's ``repr`` shows the names only. Keep it in memory: never write it anywhere.
+        """
+        return SecretHeaders(self._headers.reveal())
 
     # ----------------------------------------------------------------------------------- identity
     @property

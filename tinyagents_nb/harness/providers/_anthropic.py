@@ -31,7 +31,7 @@ from .._profile import ModelProfile
 from ._adapter import HTTPAdapter
 from ._anthropic_stream import EventParser
 from ._anthropic_wire import CacheTTL, WireOptions, build_body, parse_message, tools_payload
-from ._http import Sealed, SecretHeaders, check_url, httpx_module, public_url
+from ._http import Sealed, check_url, httpx_module, public_url
 from ._openai_errors import error_from_payload, error_from_status, malformed
 from ._registry import ProviderSpec, profile_for
 from ._sse import SSEDecoder
@@ -77,7 +77,7 @@ class AnthropicModel(HTTPAdapter):
         ConfigurationError: A bad argument, or no key given and ``ANTHROPIC_API_KEY`` unset.
     """
 
-    __slots__ = ("_headers", "_options", "_profile")
+    __slots__ = ("_options", "_profile")
 
     def __init__(
         self,
@@ -179,24 +179,6 @@ class AnthropicModel(HTTPAdapter):
     __str__ = __repr__
 
     # ----------------------------------------------------------------------------------- requests by others
-    def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body a non-streaming call for ``request`` sends, exactly (what a Batch API line carries).
-
-        It holds the prompt and the settings, never a key: credentials travel only in headers.
-
-        Raises:
-            ConfigurationError: The request is not JSON-serializable.
-        """
-        body: dict[str, Any] = json.loads(self._payload(request, stream=False))
-        return body
-
-    def request_headers(self) -> Mapping[str, str]:
-        """The headers a call sends, credentials included, for a client that calls this host itself.
-
-        The mapping's ``repr`` shows the names only. Keep it in memory: never write it anywhere.
-        """
-        return SecretHeaders(self._headers.reveal())
-
     def parse_response(self, data: Mapping[str, Any]) -> ModelResponse:
         """Read one non-streaming response body (e.g. a Batch API result line's) as this adapter would.
 

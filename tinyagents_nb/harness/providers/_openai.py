@@ -36,7 +36,7 @@ from .._errors import ConfigurationError, ProviderError, TinyAgentsError
 from .._model import ModelRequest, ModelResponse, ModelStreamItem
 from .._profile import ModelProfile
 from ._adapter import HTTPAdapter
-from ._http import Sealed, SecretHeaders, check_url, httpx_module, public_url
+from ._http import Sealed, check_url, httpx_module, public_url
 from ._openai_errors import error_from_payload, error_from_status, malformed
 from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
 from ._registry import ProviderSpec, profile_for
@@ -69,7 +69,7 @@ class OpenAIChatModel(HTTPAdapter):
             that requires one (the hint names the env var).
     """
 
-    __slots__ = ("_headers", "_profile")
+    __slots__ = ("_profile",)
 
     def __init__(
         self,
@@ -167,24 +167,6 @@ class OpenAIChatModel(HTTPAdapter):
     __str__ = __repr__
 
     # ----------------------------------------------------------------------------------- requests by others
-    def request_body(self, request: ModelRequest) -> dict[str, Any]:
-        """The JSON body a non-streaming call for ``request`` sends, exactly (what a Batch API line carries).
-
-        It holds the prompt and the settings, never a key: credentials travel only in headers.
-
-        Raises:
-            ConfigurationError: The request is not JSON-serializable.
-        """
-        body: dict[str, Any] = json.loads(self._payload(request, stream=False))
-        return body
-
-    def request_headers(self) -> Mapping[str, str]:
-        """The headers a call sends, credentials included, for a client that calls this host itself.
-
-        The mapping's ``repr`` shows the names only. Keep it in memory: never write it anywhere.
-        """
-        return SecretHeaders(self._headers.reveal())
-
     def parse_response(self, data: Mapping[str, Any]) -> ModelResponse:
         """Read one non-streaming response body (e.g. a Batch API result line's) as this adapter would.
 
