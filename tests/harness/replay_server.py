@@ -279,7 +279,7 @@ class ReplayServer:
 
     def respond_with(self, responder: Responder | None) -> None:
         """Answer every request the script queue does not with ``responder(body)``: ``(status, body)`` or
-        ``(status, body, headers)``. It runs on the server's handler threads (one per connection)."""
+        ``(status, body, headers)``; a list body is streamed as SSE chunks. It runs on the server's handler threads (one per connection)."""
         self.responder = responder
 
     def _next_script(self, body: Any = None) -> _Script:
@@ -290,6 +290,8 @@ class ReplayServer:
             answer = self.responder(body)
             status, payload = answer[0], answer[1]
             headers = dict(answer[2]) if len(answer) > 2 else {}
+            if isinstance(payload, list):  # SSE chunks: a stream
+                return _Script(status=status, chunks=[_encode_chunk(item) for item in payload], headers=headers)
             data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
             return _Script(status=status, body=data, headers=headers)
         message = "replay server: no scripted response left for this request"
