@@ -14,6 +14,7 @@ import json
 import pytest
 from pydantic import BaseModel
 
+from tests.harness.recorded import Recording
 from tests.harness.replay_server import ReplayServer, chat_completion, error_body
 from tinyagents_nb.harness import AgentHarness, ProviderError, RetryPolicy, RunContext, RunPolicy
 from tinyagents_nb.harness.models import profile_for
@@ -23,12 +24,9 @@ from tinyagents_nb.harness.testkit import EventRecorder
 pytestmark = pytest.mark.anyio
 
 FAST = RetryPolicy(max_attempts=2, initial_backoff_s=0.001, max_backoff_s=0.002)
-# llama-cpp-python's server answers a json_schema response format with this (its pydantic validation, as a 500)
-REJECTED_FORMAT = error_body(
-    "1 validation error for CreateChatCompletionRequest\nresponse_format.type\n  Input should be 'text' or "
-    "'json_object' [type=literal_error, input_value='json_schema', input_type=str]",
-    type="internal_server_error",
-)
+# llama-cpp-python's server's real answer to a json_schema response format (a 500; not retried: it
+# names the request's own fields), recorded in tests/fixtures/llama-cpp-python/
+REJECTED = Recording.load("llama-cpp-python", "structured_json_schema")
 
 
 class Weather(BaseModel):
@@ -56,8 +54,7 @@ def test_local_hosts_default_to_a_json_schema_response_format() -> None:
 async def test_a_host_rejecting_json_schema_falls_back_to_a_tool_call_once_and_remembers(
     replay_server: ReplayServer,
 ) -> None:
-    for _ in range(FAST.max_attempts):  # a 500 is retried before it counts
-        replay_server.enqueue(500, REJECTED_FORMAT)
+    REJECTED.enqueue(replay_server)
     replay_server.enqueue(200, chat_completion(tool_calls=[("call_1", "Weather", ANSWER)]))
     replay_server.enqueue(200, chat_completion(tool_calls=[("call_2", "Weather", ANSWER)]))
     model = model_on(replay_server)
@@ -100,14 +97,13 @@ async def test_a_host_ignoring_the_forced_tool_falls_back_to_json_schema(replay_
 
 
 async def test_a_strategy_the_user_chose_is_kept(replay_server: ReplayServer) -> None:
-    for _ in range(FAST.max_attempts):
-        replay_server.enqueue(500, REJECTED_FORMAT)
+    REJECTED.enqueue(replay_server)
     model = model_on(replay_server, name="pinned")
     run, _ = await harness(model, structured_strategy="native").invoke_with_status(RunContext(), "Weather?")
     await model.aclose()
     assert run.status == "failed"
     assert isinstance(run.error, ProviderError)
-    assert len(replay_server.requests) == FAST.max_attempts
+    assert len(replay_server.requests) == 1  # the body failed validation: sending it again would too
 
 
 async def test_other_errors_do_not_change_the_strategy(replay_server: ReplayServer) -> None:

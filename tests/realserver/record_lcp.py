@@ -242,7 +242,7 @@ async def record(base_url: str) -> None:
         url = base_url.replace("127.0.0.1", "localhost") if streaming else base_url
         structured = OpenAIChatModel(ALIAS, provider=ProviderSpec.compatible(base_url=url), http_client=client)
         policy = RunPolicy(retry=RetryPolicy(max_attempts=1), max_output_tokens=48)
-        harness = AgentHarness(model=structured, output_type=Weather, policy=policy)
+        harness: AgentHarness[None] = AgentHarness(model=structured, output_type=Weather, policy=policy)
         prompt = "The weather in Rome is 21 C. Report it."
         run, _ = await harness.invoke_with_status(RunContext(), prompt, streaming=streaming)
         print(f"structured run (streaming={streaming}): {run.status} {run.error!r}", file=sys.stderr)

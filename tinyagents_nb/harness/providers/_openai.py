@@ -17,7 +17,10 @@ Decisions worth knowing:
   finish chunk raises ``ProviderError(retryable=True, code="stream_interrupted")`` after them. A
   lost connection after the finish chunk only loses the usage chunk and counts as complete.
   Malformed chunks are ``ProviderError(retryable=True, code="malformed_stream")``: garbled output is
-  usually a transient proxy or server fault, and the retry policy bounds the attempts.
+  usually a transient proxy or server fault, and the retry policy bounds the attempts. A 200
+  stream with no byte at all (llama-cpp-python's server, when the prompt is over its window) is
+  asked again once without streaming: the unary answer says why (a ``ContextLimitError`` with
+  the counts), or is the answer.
 - **One model, many loops**: an owned httpx client exists per event loop (``PerLoopClients``), so a
   model shared by threads or by a notebook loop and ``run_sync`` workers never cuts another loop's
   requests (which would also make the retry policy pay for them again).
@@ -33,7 +36,8 @@ from collections.abc import AsyncGenerator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from .._errors import ConfigurationError, ProviderError, TinyAgentsError
-from .._model import ModelRequest, ModelResponse, ModelStreamItem
+from .._messages import TextDelta, ThinkingDelta, ToolCallDelta
+from .._model import ModelRequest, ModelResponse, ModelStreamItem, StreamFinish, StreamUsage
 from .._profile import ModelProfile
 from ._adapter import HTTPAdapter
 from ._http import Sealed, check_url, httpx_module, public_url
@@ -258,6 +262,7 @@ class OpenAIChatModel(HTTPAdapter):
         decoder = SSEDecoder()
         error: TinyAgentsError | None = None
         receiving = False
+        received = 0  # body bytes: a 200 stream that ends with none says nothing, not even why
         try:
             async with client.stream(
                 "POST", self._url, content=content, headers=self._headers.reveal(), timeout=self._timeout_obj()
@@ -268,6 +273,7 @@ class OpenAIChatModel(HTTPAdapter):
                 else:
                     receiving = True
                     async for chunk in response.aiter_bytes():
+                        received += len(chunk)
                         for item in parser.feed(decoder.feed(chunk)):
                             yield item
                         if parser.done:
@@ -282,6 +288,12 @@ class OpenAIChatModel(HTTPAdapter):
                 error = None  # only the usage chunk was lost; the answer itself is complete
         if error is not None:
             raise error
+        if not received and not parser.saw_finish:
+            # llama-cpp-python's server answers a prompt over its window this way (the error is
+            # raised inside its event stream); the unary call says why, or answers after all
+            for item in _response_items(await self.invoke(request)):
+                yield item
+            return
         if not parser.done and not parser.saw_finish:
             raise ProviderError(
                 f"{self._spec.name} model {self._model!r}: the stream ended before the model finished",
@@ -292,6 +304,24 @@ class OpenAIChatModel(HTTPAdapter):
             )
         for item in parser.finish():
             yield item
+
+
+def _response_items(response: ModelResponse) -> list[ModelStreamItem]:
+    """A unary response as the stream items that would have carried it."""
+    message = response.message
+    items: list[ModelStreamItem] = []
+    if message.reasoning:
+        items.append(ThinkingDelta(text=message.reasoning))
+    if message.text:
+        items.append(TextDelta(text=message.text))
+    for index, call in enumerate(message.tool_calls):
+        arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(dict(call.arguments))
+        items.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=arguments))
+    items.append(StreamUsage(usage=response.usage))
+    items.append(
+        StreamFinish(finish_reason=response.finish_reason, model=response.model, response_id=response.response_id)
+    )
+    return items
 
 
 def _connect_hint(provider: str, base_url: str) -> str:

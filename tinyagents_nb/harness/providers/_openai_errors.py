@@ -66,6 +66,8 @@ _CONTEXT_NUMBERS: Final = tuple(
         r"current length is (?P<used>\d+) while limit is (?P<limit>\d+)",
     )
 )
+# pydantic's words for a request body that fails validation; llama-cpp-python's server reports it as a 500
+_INVALID_INPUT: Final = ("input should be", "field required", "extra inputs are not permitted")
 _NOT_RETRYABLE_429: Final = ("insufficient_quota", "exceeded your current quota", "request too large")
 _KIND_STATUS: Final[Mapping[str, int]] = {
     # Anthropic's error types, with the status its HTTP API answers each with (its error reference)
@@ -282,6 +284,8 @@ def _is_context(message: str, fields: _Fields) -> bool:
 def _retryable_status(status: int, markers: str) -> bool:
     if status == 429:
         return not any(marker in markers for marker in _NOT_RETRYABLE_429)
+    if status >= 500 and "validation error" in markers and any(word in markers for word in _INVALID_INPUT):
+        return False  # the same request fails the same way (llama-cpp-python answers a bad body with 500)
     return status in (408, 409) or status >= 500
 
 
