@@ -70,6 +70,7 @@ class _Script:
     chunk_delay_s: float = 0.0
     drop_after: int | None = None
     chunked: bool = True
+    hang_up: bool = False
 
 
 def _encode_chunk(item: Chunk) -> bytes:
@@ -119,6 +120,9 @@ class _Handler(BaseHTTPRequestHandler):
         script = owner._next_script(body)
         if script.delay_s:
             time.sleep(script.delay_s)
+        if script.hang_up:
+            self._drop()
+            return
         if script.chunks is None:
             self._send_unary(script)
         else:
@@ -241,6 +245,7 @@ class ReplayServer:
         chunk_delay_s: float = 0.0,
         drop_after: int | None = None,
         chunked: bool = True,
+        hang_up: bool = False,
     ) -> None:
         """Script the next response.
 
@@ -253,6 +258,7 @@ class ReplayServer:
             drop_after: Stream only this many chunks, then cut the connection mid-message.
             chunked: Stream with chunked transfer encoding (a cut is then a protocol error); with
                 ``False`` the body ends at a clean EOF (``Connection: close``).
+            hang_up: Close the connection without answering at all.
         """
         script = _Script(
             status=status,
@@ -261,6 +267,7 @@ class ReplayServer:
             chunk_delay_s=chunk_delay_s,
             drop_after=drop_after,
             chunked=chunked,
+            hang_up=hang_up,
         )
         if isinstance(body, list | tuple):
             script.chunks = [_encode_chunk(item) for item in body]

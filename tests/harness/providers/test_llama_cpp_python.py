@@ -268,16 +268,19 @@ async def test_a_streamed_overflow_is_an_empty_200_and_still_a_context_limit_err
     empty, worded = rec("overflow_stream"), rec("overflow")
     assert (empty.status, empty.body, empty.cut) == (200, b"", False)
     empty.enqueue(replay_server)
+    replay_server.enqueue(hang_up=True)  # the server closes the connection the empty stream came on
     worded.enqueue(replay_server)
     request = ModelRequest(messages=[UserMessage(text="x")], max_output_tokens=8)
     items, error = await drain(model_on(replay_server), request)
     assert items == []
     assert isinstance(error, ContextLimitError), error
     assert (error.estimated_tokens, error.limit_tokens) == (2623, 2048)
-    first, second = (r.body for r in replay_server.requests)
+    first, *unary = (r.body for r in replay_server.requests)
     assert first["stream"] is True
-    assert "stream" not in second
-    assert "stream_options" not in second
+    assert len(unary) == 2  # asked once, and again on a fresh connection
+    for second in unary:
+        assert "stream" not in second
+        assert "stream_options" not in second
 
 
 async def test_a_streamed_run_over_the_window_compacts_and_completes(replay_server: ReplayServer) -> None:

@@ -248,6 +248,19 @@ class OpenAIChatModel(HTTPAdapter):
         data = await self._post_json(self._url, content, result_key="choices")
         return parse_completion(data, spec=self._spec, model=self._model)
 
+    async def _ask_unary(self, request: ModelRequest) -> ModelResponse:
+        """``invoke``, and once more on a transport failure.
+
+        The server may be closing the connection that carried the empty stream (llama-cpp-python's
+        does, just after it), and the connection pool may hand that one out again.
+        """
+        try:
+            return await self.invoke(request)
+        except ProviderError as exc:
+            if exc.code != "transport_error":
+                raise
+        return await self.invoke(request)
+
     async def stream(self, request: ModelRequest) -> AsyncGenerator[ModelStreamItem, None]:
         """A streaming completion: text, reasoning and tool-call deltas as they arrive, then usage and finish.
 
@@ -291,7 +304,7 @@ class OpenAIChatModel(HTTPAdapter):
         if not received and not parser.saw_finish:
             # llama-cpp-python's server answers a prompt over its window this way (the error is
             # raised inside its event stream); the unary call says why, or answers after all
-            for item in _response_items(await self.invoke(request)):
+            for item in _response_items(await self._ask_unary(request)):
                 yield item
             return
         if not parser.done and not parser.saw_finish:
