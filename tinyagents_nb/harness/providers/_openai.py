@@ -330,7 +330,8 @@ def _response_items(response: ModelResponse) -> list[ModelStreamItem]:
     for index, call in enumerate(message.tool_calls):
         arguments = call.raw_arguments if call.raw_arguments is not None else json.dumps(dict(call.arguments))
         items.append(ToolCallDelta(index=index, id=call.id, name=call.name, arguments=arguments))
-    items.append(StreamUsage(usage=response.usage))
+    if not response.usage.is_empty:  # none reported: the harness estimates it, as for any stream
+        items.append(StreamUsage(usage=response.usage))
     items.append(
         StreamFinish(finish_reason=response.finish_reason, model=response.model, response_id=response.response_id)
     )
