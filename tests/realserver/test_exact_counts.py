@@ -52,7 +52,7 @@ NORWEGIAN = (
     "Været i Tromsø skifter fort om høsten: først sludd og vind fra havet, så klarvær og nordlys over "
     "fjellene. Ferjene går som vanlig, men bussene til flyplassen kan bli forsinket. "
 )
-CHINESE = "清晨的港口很安静，渔船靠在码头边轻轻摇晃，海鸥在灯塔上空盘旋，第一班渡轮鸣笛驶向远处的岛屿。"
+CHINESE = "清晨的港口很安静，渔船靠在码头边轻轻摇晃，海鸥在灯塔上空盘旋，第一班渡轮鸣笛驶向远处的岛屿。"  # noqa: RUF001
 
 
 @tool
@@ -133,7 +133,7 @@ async def test_a_history_the_estimate_would_send_is_trimmed_to_the_window(llama:
     harness = AgentHarness(model=model, policy=EXACT, context_window=window)
     history: list[Message] = []
     for n in range(6):
-        history += [UserMessage(text=f"第{n}段：{CHINESE}"), AssistantMessage(text="好的。")]
+        history += [UserMessage(text=f"第{n}段：{CHINESE}"), AssistantMessage(text="好的。")]  # noqa: RUF001
     history.append(UserMessage(text="用一个词总结。"))
     assert harness.fitter.request_tokens(ModelRequest(messages=tuple(history))) < 496  # the estimate: it fits
     assert await model.count_prompt_tokens(ModelRequest(messages=tuple(history))) > 496  # it does not
