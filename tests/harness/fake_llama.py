@@ -70,7 +70,10 @@ class FakeLlama:
         with self._lock:
             self.tokenized.append(body["content"])
         assert body["parse_special"] is True
-        return 200, {"tokens": list(range(tokens(body["content"]) + (1 if body["add_special"] else 0)))}
+        found = ["<bos>"] * body["add_special"] + _TOKEN.findall(body["content"])
+        if body.get("with_pieces"):
+            return 200, {"tokens": [{"id": n, "piece": piece} for n, piece in enumerate(found)]}
+        return 200, {"tokens": list(range(len(found)))}
 
     def chat(self, body: Any) -> tuple[Any, ...]:
         self._count("/v1/chat/completions")

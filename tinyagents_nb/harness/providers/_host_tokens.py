@@ -148,27 +148,70 @@ class HostTokenCounter:
     async def _tokens(
         self, client: httpx.AsyncClient, prompt: str, headers: Mapping[str, str], timeout_s: float
     ) -> int | None:
-        total = 0
-        for first, piece in self._split(prompt):
-            key = (first, piece)
-            known = self._pieces.get(key)
-            if known is None:
-                payload = json.dumps({"content": piece, "add_special": first, "parse_special": True}).encode()
-                data = await self._post(client, "/tokenize", payload, headers, timeout_s)
-                if data is None:
+        pieces = self._split(prompt)
+        counts = [self._pieces.get(key) for key in pieces]
+        new = [key for key, known in zip(pieces, counts, strict=True) if known is None]
+        found: dict[tuple[bool, str], int] = {}
+        together = [key for key in new if not key[0]]  # each opens with the marker: one request for them all
+        if len(together) > 1:
+            found = await self._tokenize_together(client, [piece for _, piece in together], headers, timeout_s)
+        for key in new:
+            if self.mode == "off":
+                return None
+            if key not in found:
+                known = await self._tokenize(client, key, headers, timeout_s)
+                if known is None:
                     return None
-                tokens = data.get("tokens") if isinstance(data, dict) else None
-                if not isinstance(tokens, list):
-                    raise ValueError("no tokens in the answer")
-                known = len(tokens)
-                with self._lock:
-                    self._pieces[key] = known
-                    if len(self._pieces) > _PIECES_KEPT:
-                        self._pieces.popitem(last=False)
-            else:
-                self._pieces.move_to_end(key)
-            total += known
-        return total
+                found[key] = known
+        with self._lock:
+            for key in pieces:
+                if key in found:
+                    self._pieces[key] = found[key]
+                elif key in self._pieces:
+                    self._pieces.move_to_end(key)
+            while len(self._pieces) > _PIECES_KEPT:
+                self._pieces.popitem(last=False)
+        return sum(known if known is not None else found[key] for key, known in zip(pieces, counts, strict=True))
+
+    async def _tokenize(
+        self, client: httpx.AsyncClient, key: tuple[bool, str], headers: Mapping[str, str], timeout_s: float
+    ) -> int | None:
+        first, piece = key
+        payload = json.dumps({"content": piece, "add_special": first, "parse_special": True}).encode()
+        data = await self._post(client, "/tokenize", payload, headers, timeout_s)
+        if data is None:
+            return None
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
+            raise ValueError("no tokens in the answer")
+        return len(tokens)
+
+    async def _tokenize_together(
+        self, client: httpx.AsyncClient, pieces: list[str], headers: Mapping[str, str], timeout_s: float
+    ) -> dict[tuple[bool, str], int]:
+        """Counts of several marker-led pieces from one request, split where the marker token recurs.
+
+        Empty when the tokens do not split into exactly those pieces (the caller then asks one by one).
+        """
+        content = "".join(pieces)
+        payload = json.dumps(
+            {"content": content, "add_special": False, "parse_special": True, "with_pieces": True}
+        ).encode()
+        data = await self._post(client, "/tokenize", payload, headers, timeout_s)
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if not isinstance(tokens, list):
+            return {}
+        sizes: list[int] = []
+        for token in tokens:
+            opens = isinstance(token, dict) and token.get("piece") == self._marker
+            if opens:
+                sizes.append(0)
+            if not sizes:
+                return {}
+            sizes[-1] += 1
+        if len(sizes) != len(pieces):
+            return {}
+        return {(False, piece): size for piece, size in zip(pieces, sizes, strict=True)}
 
     def _split(self, prompt: str) -> list[tuple[bool, str]]:
         """``(first, piece)`` for each piece of ``prompt``: cut before every turn marker (pieces mode)."""
