@@ -199,3 +199,23 @@ async def test_the_exact_count_trims_history_to_the_window(replay_server: Replay
     assert window.measured_prompt_tokens is not None
     assert window.measured_prompt_tokens <= window.usable_tokens
     assert window.measured_prompt_tokens == window.estimated_prompt_tokens
+
+
+async def test_pieces_that_do_not_split_by_the_marker_are_asked_one_by_one(replay_server: ReplayServer) -> None:
+    fake = FakeLlama(replay_server)
+    plain = fake.tokenize
+
+    def no_pieces(body: Any) -> tuple[int, Any]:  # an answer without the marker's piece: no split possible
+        status, answer = plain(body)
+        if body.get("with_pieces"):
+            answer = {"tokens": [{"id": t["id"], "piece": "?"} for t in answer["tokens"]]}
+        return status, answer
+
+    replay_server.routes["/tokenize"] = no_pieces
+    model = model_on(replay_server)
+    messages = ({"role": "user", "content": "one two"}, {"role": "assistant", "content": "three"})
+    request = ModelRequest(messages=(UserMessage(text="one two"), AssistantMessage(text="three")))
+    counted = await model.count_prompt_tokens(request)
+    await model.aclose()
+    assert counted == tokens(render({"messages": list(messages)})) + 1
+    assert fake.calls["/tokenize"] == 1 + 3  # the joint request, then each of the three pieces
