@@ -8,7 +8,11 @@ the user's cache directory); it is not part of the default set. Three figures:
     ``AgentHarness.invoke_streaming``, interleaved so the server's state is the same for both;
 (b) the client CPU each path spends per run, hence the harness's cost per streamed chunk;
 (c) Stop: from ``cancel()`` after 10 deltas to the run ending, and to the server's ``/slots``
-    showing the slot idle (the server stops generating when the stream closes).
+    showing the slot idle (the server stops generating when the stream closes);
+(d) exact counts (``RunPolicy(token_counting="exact")``) over a 25-turn conversation: the time per
+    step of ``count_prompt_tokens`` (the template rendered once, each new piece tokenized once and
+    cached) against the server's one-request ``/v1/chat/completions/input_tokens`` (which tokenizes
+    the whole history each time) and against the estimate; every count must equal the server's.
 
 Run: ``python -m benchmarks realserver [--quick]`` or ``python -m benchmarks.bench_realserver``.
 """
@@ -30,7 +34,17 @@ from typing import Any
 import httpx
 
 from benchmarks._common import header, line, spread
-from tinyagents_nb.harness import AgentHarness, ModelDelta, RunPolicy
+from tinyagents_nb.harness import (
+    AgentHarness,
+    AssistantMessage,
+    Message,
+    ModelDelta,
+    ModelRequest,
+    RunPolicy,
+    SystemMessage,
+    UserMessage,
+)
+from tinyagents_nb.harness.models import TokenEstimator
 from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
 
 SETUP = Path(__file__).resolve().parent.parent / "tests" / "realserver" / "setup_server.sh"
@@ -148,11 +162,65 @@ async def _stop_latency(harness: AgentHarness[None], root: str) -> tuple[float, 
     return ended, idle
 
 
-async def main(quick: bool) -> None:
+_TURN = (
+    "Kan du se på denne funksjonen igjen? def total(rows): return sum(r['amount'] for r in rows if r['ok']) "
+    "It skips the rows that failed, and I want the failed ones counted separately, per customer. "
+)
+_ANSWER = (
+    "Here is a version that keeps both sums: def totals(rows): ok = defaultdict(float); bad = defaultdict(float) "
+    "then one loop over the rows adds each amount to the customer's entry in the right dict. Det fungerer fint. "
+)
+
+
+async def _exact_counts(model: OpenAIChatModel, client: httpx.AsyncClient, root: str, turns: int) -> None:
+    """(d): per-step cost of exact counts over a growing conversation, checked against the server's count."""
+    estimator = TokenEstimator.for_model("smollm2")
+    messages: list[Message] = [SystemMessage(text="You review Python code."), UserMessage(text=_TURN)]
+    ours: list[float] = []
+    whole: list[float] = []
+    guess: list[float] = []
+    cpu: list[float] = []
+    size = 0
+    for turn in range(turns):
+        request = ModelRequest(messages=tuple(messages), max_output_tokens=64)
+        started, clock = time.perf_counter(), time.process_time()
+        counted = await model.count_prompt_tokens(request)
+        ours.append(time.perf_counter() - started)
+        cpu.append(time.process_time() - clock)
+        started = time.perf_counter()
+        answer = await client.post(root + "/v1/chat/completions/input_tokens", json=model.request_body(request))
+        whole.append(time.perf_counter() - started)
+        size = answer.json()["input_tokens"]
+        assert counted == size, (turn, counted, size)
+        started = time.perf_counter()
+        estimator.estimate(request.messages)
+        guess.append(time.perf_counter() - started)
+        messages += [AssistantMessage(text=f"{turn}. {_ANSWER}"), UserMessage(text=f"{turn}. {_TURN}")]
+    counter = model.host_token_counter
+    tail = max(1, turns // 5)  # the last fifth: the longest histories
+    for label, samples in (("cached pieces", ours), ("input_tokens", whole), ("estimate", guess)):
+        every, late = spread([x * 1000 for x in samples]), spread([x * 1000 for x in samples[-tail:]])
+        line(
+            f"(d) {label:<13} per step: median {every.median:6.2f} ms (IQR {every.p25:.2f}-{every.p75:.2f}), "
+            f"last {tail} steps {late.median:6.2f} ms"
+        )
+    line(
+        f"(d) {turns} steps to a {size:,}-token prompt: {counter.requests} counting requests "
+        f"({counter.cached_pieces} pieces tokenized once), client CPU {spread([c * 1000 for c in cpu]).median:.2f} "
+        f"ms per count; every count equal to the server's"
+    )
+
+
+async def main(quick: bool, counts_only: bool = False) -> None:
     header("real server: harness vs bare httpx on llama.cpp (SmolLM2-135M, 128 tokens)")
     proc, root = _start(_server_dir())
     try:
         model = OpenAIChatModel("smollm2", provider=ProviderSpec.compatible(base_url=root + "/v1"))
+        if counts_only:  # (d) alone: no generation, so it is quick even on a busy machine
+            async with httpx.AsyncClient(timeout=120) as client:
+                await _exact_counts(model, client, root, 8 if quick else 25)
+            await model.aclose()
+            return
         policy = RunPolicy(temperature=0.0, max_output_tokens=TOKENS, model_settings={"ignore_eos": True})
         harness: AgentHarness[None] = AgentHarness(model=model, policy=policy)
         stopper: AgentHarness[None] = AgentHarness(
@@ -184,6 +252,8 @@ async def main(quick: bool) -> None:
             f"(c) Stop after 10 deltas: run ended in {ended.median:.1f} ms (max {ended.maximum:.1f}) · "
             f"server slot idle in {idle.median:.1f} ms (max {idle.maximum:.1f})"
         )
+        async with httpx.AsyncClient(timeout=120) as client:
+            await _exact_counts(model, client, root, 8 if quick else 25)
         await harness.aclose()
         await stopper.aclose()
     finally:
@@ -194,4 +264,6 @@ if __name__ == "__main__":
     warnings.filterwarnings("ignore", message="no price known")  # a local model is unpriced: not a figure
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true")
-    asyncio.run(main(parser.parse_args().quick))
+    parser.add_argument("--counts", action="store_true", help="only (d), the exact-count figures")
+    args = parser.parse_args()
+    asyncio.run(main(args.quick, args.counts))

@@ -314,6 +314,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
     "providers": [
         "AnthropicModel",
         "CacheTTL",
+        "HostTokenCounter",
         "ModelRegistry",
         "OpenAIChatModel",
         "ProviderSpec",
@@ -452,6 +453,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "ModelSelection",
         "ModelStreamItem",
         "OutputSpec",
+        "PromptTokenCounter",
         "ResolvedModel",
         "ResponseFormat",
         "StreamAccumulator",
@@ -462,6 +464,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "StructuredOutputSupport",
         "StructuredStrategy",
         "TokenCounter",
+        "TokenCounting",
         "TokenEstimator",
         "ToolChoice",
         "ToolSchema",

@@ -117,7 +117,8 @@ class _Handler(BaseHTTPRequestHandler):
                 body=body,
             )
         )
-        script = owner._next_script(body)
+        route = owner.routes.get(self.path.split("?", 1)[0])
+        script = owner._answer(route, body) if route is not None else owner._next_script(body)
         if script.delay_s:
             time.sleep(script.delay_s)
         if script.hang_up:
@@ -203,6 +204,8 @@ class ReplayServer:
         self._requests: list[RecordedRequest] = []
         self.errors: list[BaseException] = []  # unexpected handler failures (a bug in a script or here)
         self.responder: Responder | None = None
+        self.routes: dict[str, Responder] = {}
+        """Responders by request path (``"/tokenize"``): they answer before the script queue, on handler threads."""
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.01}, name="replay-server", daemon=True
         )
@@ -294,15 +297,19 @@ class ReplayServer:
             if self._scripts:
                 return self._scripts.popleft()
         if self.responder is not None:
-            answer = self.responder(body)
-            status, payload = answer[0], answer[1]
-            headers = dict(answer[2]) if len(answer) > 2 else {}
-            if isinstance(payload, list):  # SSE chunks: a stream
-                return _Script(status=status, chunks=[_encode_chunk(item) for item in payload], headers=headers)
-            data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
-            return _Script(status=status, body=data, headers=headers)
+            return self._answer(self.responder, body)
         message = "replay server: no scripted response left for this request"
         return _Script(status=500, body=json.dumps(error_body(message, type="replay_error")).encode())
+
+    @staticmethod
+    def _answer(responder: Responder, body: Any) -> _Script:
+        answer = responder(body)
+        status, payload = answer[0], answer[1]
+        headers = dict(answer[2]) if len(answer) > 2 else {}
+        if isinstance(payload, list):  # SSE chunks: a stream
+            return _Script(status=status, chunks=[_encode_chunk(item) for item in payload], headers=headers)
+        data = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+        return _Script(status=status, body=data, headers=headers)
 
 
 @pytest.fixture

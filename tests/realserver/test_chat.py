@@ -8,6 +8,7 @@ keeps the bytes): usage, streamed text, multi-turn transcripts, a stop mid-strea
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import AsyncIterator
 from dataclasses import replace
@@ -185,10 +186,14 @@ async def test_structured_output_by_default_in_one_call(llama: LlamaServer, tee:
     assert "tool_choice" not in tee.exchanges[0].body  # llama-server ignores a named tool_choice
 
 
+def weather_text(city: str) -> str:
+    return f"3 C and light snow in {city}."
+
+
 @tool
 def get_weather(city: str) -> str:
     """Current weather for a city."""
-    return f"3 C and light snow in {city}."
+    return weather_text(city)
 
 
 def few_shot() -> list[object]:
@@ -206,21 +211,63 @@ def few_shot() -> list[object]:
     return out
 
 
-async def test_a_real_tool_call_round_trip(llama: LlamaServer, tee: Tee) -> None:
-    policy = RunPolicy(temperature=0.7, max_output_tokens=64, model_settings={"seed": 5})
-    harness = AgentHarness(model=local(llama, tee), tools=[get_weather], policy=policy)
-    run = await harness.invoke(few_shot())  # type: ignore[arg-type]
-    await harness.aclose()
-    assert run.status == "completed", run.error
-    assert run.tool_calls == 1
-    first = tee.exchanges[0].events()[0]["choices"][0]["message"]
-    (wire_call,) = first["tool_calls"]
-    assert wire_call["function"]["name"] == "get_weather"
-    assert "Oslo" in wire_call["function"]["arguments"]
-    sent = tee.exchanges[1].body["messages"]
-    assistant, result = sent[-2], sent[-1]
-    assert assistant["tool_calls"][0]["id"] == wire_call["id"]  # the server's call id is kept
-    assert assistant["content"] == ""  # never null: llama-cpp-python's server rejects null
-    assert result == {"role": "tool", "tool_call_id": wire_call["id"], "content": "3 C and light snow in Oslo."}
-    total = [sum(x) for x in zip(server_usage(tee, 0), server_usage(tee, 1), strict=True)]
-    assert list(usage_of(run.usage)) == total
+# Seeds tried in order; the first ones called the tool on the x86-64-v3 build (seeds 0, 5, 8, 10 and 11 of
+# 0-11 did there, about two in five). Another SIMD path samples other tokens for the same seed.
+TOOL_SEEDS = (5, 11, 0, 8, 10, 1, 2, 3, 4, 6, 7, 9, 12, 13, 14, 15)
+
+
+@pytest.mark.timeout(600)
+async def test_a_real_tool_call_round_trip(llama: LlamaServer) -> None:
+    """A tool call the real model makes goes round: the server's call id kept, the result sent back.
+
+    The 135M model calls a tool for some sampling seeds only, and which seeds depends on the CPU's
+    SIMD path (the same seed samples other tokens on AVX2 and AVX-512 builds). llama-server refuses
+    a custom grammar alongside tools and its ``tool_choice: "required"`` grammar still lets the model
+    write text first (it never got to the call), so the output cannot be forced. Instead the run is
+    tried with a fixed list of seeds until one calls the tool: a seed that answers in text must
+    still complete cleanly, the test fails unless some seed calls the tool, and every call made is
+    checked on the wire (the call id kept, ``"content": ""`` sent back, the result the tool gave
+    for the arguments the model sent, usage equal to the server's). The model's choice of city is
+    quality, not protocol, and is not asserted.
+    """
+    for seed in TOOL_SEEDS:
+        tee = Tee()
+        policy = RunPolicy(temperature=0.7, max_output_tokens=64, model_settings={"seed": seed})
+        harness = AgentHarness(model=local(llama, tee), tools=[get_weather], policy=policy)
+        run = await harness.invoke(few_shot())  # type: ignore[arg-type]
+        await harness.aclose()
+        await tee.aclose()
+        assert run.status == "completed", (seed, run.error)
+        assert [x.body["seed"] for x in tee.exchanges] == [seed] * len(tee.exchanges)
+        calls = check_round_trips(tee)
+        assert run.tool_calls == calls
+        total = [sum(x) for x in zip(*(server_usage(tee, i) for i in range(len(tee.exchanges))), strict=True)]
+        assert list(usage_of(run.usage)) == total
+        if calls:
+            return
+    pytest.fail(f"no seed of {TOOL_SEEDS} made the model call the tool")
+
+
+def check_round_trips(tee: Tee) -> int:
+    """Check every tool call the server answered with went back on the next request; return how many."""
+    calls = 0
+    for index, exchange in enumerate(tee.exchanges):
+        message = exchange.events()[0]["choices"][0]["message"]
+        wire_calls = message.get("tool_calls") or []
+        if not wire_calls:
+            assert index == len(tee.exchanges) - 1  # a text answer ends the run
+            continue
+        calls += len(wire_calls)
+        sent = tee.exchanges[index + 1].body["messages"]
+        assistant, results = sent[-1 - len(wire_calls)], sent[-len(wire_calls) :]
+        assert [c["id"] for c in assistant["tool_calls"]] == [c["id"] for c in wire_calls]  # the server's ids kept
+        assert assistant["content"] == ""  # never null: llama-cpp-python's server rejects null
+        for call, result in zip(wire_calls, results, strict=True):
+            assert call["function"]["name"] == "get_weather"
+            assert (result["role"], result["tool_call_id"]) == ("tool", call["id"])
+            arguments = json.loads(call["function"]["arguments"])
+            if isinstance(arguments.get("city"), str):
+                assert result["content"] == weather_text(arguments["city"])
+            else:  # arguments that do not validate go back as an error the model can read
+                assert "city" in result["content"]
+    return calls

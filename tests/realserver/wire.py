@@ -33,6 +33,7 @@ class Exchange:
     """One request and the response bytes that arrived for it (so far, for a stream cut short)."""
 
     body: dict[str, Any]
+    path: str = ""
     status: int = 0
     raw: bytearray = field(default_factory=bytearray)
 
@@ -68,7 +69,7 @@ class Tee(httpx.AsyncBaseTransport):
         self.exchanges: list[Exchange] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        exchange = Exchange(body=json.loads(request.content or b"{}"))
+        exchange = Exchange(body=json.loads(request.content or b"{}"), path=request.url.path)
         self.exchanges.append(exchange)
         response = await self._inner.handle_async_request(request)
         exchange.status = response.status_code

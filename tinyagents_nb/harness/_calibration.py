@@ -10,6 +10,11 @@ request of a session is fitted with the model's real tokenizer in effect.
 
 The ratios live for the process (one notebook kernel's session), keyed by ``provider:model``. The
 testkit's fake provider (``test``) reports made-up usage, so it teaches nothing.
+
+A host that exposes its tokenizer can do better than any ratio: with
+``RunPolicy(token_counting="exact")`` a model that is a ``PromptTokenCounter`` (``OpenAIChatModel``
+against llama.cpp's ``llama-server``) counts each request exactly before it is sent, and the
+estimate is the fallback when it cannot.
 """
 
 from __future__ import annotations
@@ -17,9 +22,38 @@ from __future__ import annotations
 import math
 import threading
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final, Literal, Protocol, runtime_checkable
 
-__all__ = ["Calibration", "calibrated", "calibration_for", "clear_calibrations", "observe_prompt_tokens"]
+if TYPE_CHECKING:
+    from ._model import ModelRequest
+
+__all__ = [
+    "Calibration",
+    "PromptTokenCounter",
+    "TokenCounting",
+    "calibrated",
+    "calibration_for",
+    "clear_calibrations",
+    "observe_prompt_tokens",
+]
+
+TokenCounting = Literal["estimate", "exact"]
+"""Where the pre-flight prompt figure comes from: the calibrated estimate, or the host's own count
+(``exact``, when the model can ask its host; the estimate otherwise)."""
+
+
+@runtime_checkable
+class PromptTokenCounter(Protocol):
+    """A model whose host can count a request's prompt tokens exactly before it is sent."""
+
+    async def count_prompt_tokens(self, request: ModelRequest) -> int | None:
+        """The exact prompt tokens of ``request``; ``None`` when the host cannot say (soon enough)."""
+        ...
+
+    def check_prompt_tokens(self, counted: int, reported: int) -> None:
+        """Learn from the ``prompt_tokens`` the response to a counted request reported."""
+        ...
+
 
 _WEIGHT: Final = 0.5  # of the newest observation in the moving average
 _LOWEST: Final = 0.5

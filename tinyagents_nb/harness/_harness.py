@@ -13,6 +13,7 @@ from typing import Any, Generic, Literal, TypeAlias, TypeVar
 
 from ._agent_stream import AgentStream
 from ._approval import ApprovalDesk
+from ._calibration import PromptTokenCounter
 from ._clock import RANDOM_IDS
 from ._config import RunConfig
 from ._context import RunContext
@@ -114,7 +115,9 @@ class AgentHarness(Generic[DataT]):
             raise ConfigurationError(f"structured output name {output.name!r} collides with a tool of that name")
         window = self._window(context_window)
         relief = (ContextPressureChain() if pressure == "default" else pressure) if window is not None else None
-        self.fitter = ContextFitter(self.model.model_name, window, relief, provider=self.model.provider)
+        model, exact = self.model, self.policy.token_counting == "exact"
+        counter = model if exact and isinstance(model, PromptTokenCounter) else None
+        self.fitter = ContextFitter(model.model_name, window, relief, provider=model.provider, counter=counter)
 
     def _window(self, window: ContextWindow | int | None) -> ContextWindow | None:
         if isinstance(window, ContextWindow):

@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 from ._approval import ApprovalTimeoutAction, UnattendedApproval
 from ._cache_policy import CachePolicy
+from ._calibration import TokenCounting
 from ._clock import RANDOM_IDS, SYSTEM_CLOCK, Clock, IdSource
 from ._errors import ConfigurationError
 from ._limits import RunLimits
@@ -63,6 +64,11 @@ class RunPolicy:
             run's store, and a ``read_tool_output`` tool to page through it is offered once something
             was cut. ``None`` turns the default off; a ``ToolResultLimit`` middleware of your own
             replaces it (per-tool limits, another store).
+        token_counting: ``exact`` asks the model's host to count each request's prompt tokens
+            before it is sent (a ``PromptTokenCounter`` model, e.g. ``OpenAIChatModel`` against
+            llama.cpp's ``llama-server``), so the window is fitted to the real figure; a host that
+            cannot count, or does not answer within 2 s, gets the calibrated estimate (the default,
+            ``estimate``). Costs one or two small local requests per model call.
     """
 
     limits: RunLimits = field(default_factory=RunLimits)
@@ -89,6 +95,7 @@ class RunPolicy:
     approval_timeout_action: ApprovalTimeoutAction = "deny"
     middleware_events: bool = False
     tool_result_limit: int | None = 20_000
+    token_counting: TokenCounting = "estimate"
 
     def __post_init__(self) -> None:
         for name in ("unknown_tool", "invalid_args", "tool_errors"):
@@ -110,6 +117,8 @@ class RunPolicy:
         limit: object = self.tool_result_limit
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 500):
             raise ConfigurationError(f"tool_result_limit must be an int >= 500 or None, got {limit!r}")
+        if self.token_counting not in ("estimate", "exact"):
+            raise ConfigurationError(f"token_counting must be 'estimate' or 'exact', got {self.token_counting!r}")
         retries: object = self.structured_retries
         if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
             raise ConfigurationError(f"structured_retries must be an int >= 0, got {retries!r}")

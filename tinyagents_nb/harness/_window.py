@@ -76,6 +76,8 @@ class ContextWindow:
             per model from the prompt tokens providers reported).
         measured_prompt_tokens: The prompt tokens the provider reported for the last call (``None``
             before any call answered): a measurement, where ``estimated_prompt_tokens`` is a guess.
+        exact: ``estimated_prompt_tokens`` was counted by the host's own template and tokenizer
+            before the request was sent (``RunPolicy(token_counting="exact")``), not estimated.
     """
 
     model: str
@@ -83,6 +85,7 @@ class ContextWindow:
     reserved_output_tokens: int = 0
     estimated_prompt_tokens: int = 0
     measured_prompt_tokens: int | None = None
+    exact: bool = False
 
     def __post_init__(self) -> None:
         _check_model(self.model)
@@ -116,9 +119,9 @@ class ContextWindow:
         """Whether a prompt of ``tokens`` fits while keeping the reserved output room."""
         return _check_count("tokens", tokens, minimum=0) <= self.usable_tokens
 
-    def with_estimate(self, tokens: int) -> ContextWindow:
-        """The same window with a new prompt estimate (a new request: no measurement of it yet)."""
-        return dataclasses.replace(self, estimated_prompt_tokens=tokens, measured_prompt_tokens=None)
+    def with_estimate(self, tokens: int, *, exact: bool = False) -> ContextWindow:
+        """The same window with a new prompt figure (a new request: no measurement of it yet)."""
+        return dataclasses.replace(self, estimated_prompt_tokens=tokens, measured_prompt_tokens=None, exact=exact)
 
     def with_measured(self, tokens: int) -> ContextWindow:
         """The same window with the prompt tokens the provider reported for the request just sent."""

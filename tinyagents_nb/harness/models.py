@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from ._calibration import (
     Calibration as Calibration,
+    PromptTokenCounter as PromptTokenCounter,
+    TokenCounting as TokenCounting,
     calibration_for as calibration_for,
     clear_calibrations as clear_calibrations,
 )
@@ -93,6 +95,7 @@ __all__ = [
     "ModelSelection",
     "ModelStreamItem",
     "OutputSpec",
+    "PromptTokenCounter",
     "ResolvedModel",
     "ResponseFormat",
     "StreamAccumulator",
@@ -103,6 +106,7 @@ __all__ = [
     "StructuredOutputSupport",
     "StructuredStrategy",
     "TokenCounter",
+    "TokenCounting",
     "TokenEstimator",
     "ToolChoice",
     "ToolSchema",

@@ -1,4 +1,4 @@
-"""The ``%agent context`` figure for a thread whose last run left no measured window."""
+"""The ``%agent context`` figure: where a run's window figure came from, or an estimate of a thread's history."""
 
 from __future__ import annotations
 
@@ -13,7 +13,20 @@ if TYPE_CHECKING:
 
     from ._handle import NotebookRun
 
-__all__ = ["fallback_window"]
+__all__ = ["fallback_window", "window_source"]
+
+
+def window_source(window: ContextWindow) -> str:
+    """What the figure of a run's window is: exact (the host counted before sending), measured, or estimated."""
+    measured = window.measured_prompt_tokens
+    if window.exact:
+        if measured is None:
+            return "exact: counted by the host's tokenizer before the last model call"
+        agreed = "agreed" if measured == window.estimated_prompt_tokens else f"reported {measured:,}"
+        return f"exact: counted by the host's tokenizer before the last model call (its usage {agreed})"
+    if measured is not None:
+        return "measured: the provider's count at the last model call"
+    return "estimated before the last model call, calibrated from reported counts"
 
 
 def fallback_window(

@@ -46,6 +46,7 @@ from ._notebook import NOTEBOOK_PROMPTS, new_access, prompt_async, run_access
 from ._output import CellView
 from ._rerun import RerunWatch
 from ._rlm import output_class, rlm_starter
+from ._run_settings import RunSettings
 from ._session import NotebookSession, _replace_session, get_session
 from ._store_place import StoreSettings, session_store_path
 from ._usage import parse_line, positive_int, usage_error
@@ -77,7 +78,7 @@ def _digest(text: str) -> str:
 
 
 @magic.magics_class
-class AgentMagics(magic.Magics, StoreSettings):
+class AgentMagics(magic.Magics, StoreSettings, RunSettings):
     """Agent runs in notebook cells: ``%%agent`` runs the cell as a prompt, ``%agent`` inspects and controls."""
 
     default_model = Unicode(
@@ -155,6 +156,7 @@ class AgentMagics(magic.Magics, StoreSettings):
                 session.use_thread()
         _replace_session(session)
         self.open_store(session)
+        self.apply_run_settings(session)
         self._apply(session, only_set=True)
         self.proposing = False
         if session.notebook is None:

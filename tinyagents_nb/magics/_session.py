@@ -46,7 +46,7 @@ from tinyagents_nb.harness.stores import StoreRegistry
 
 from . import _display, _durable
 from ._budget import notebook_budgets, unattended_decision
-from ._gauge import fallback_window
+from ._gauge import fallback_window, window_source
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
@@ -107,6 +107,7 @@ class NotebookSession:
         self.approvals = "auto"
         """``auto`` (ask when the frontend can answer), ``ask``, ``deny`` or ``approve`` (see ``_budget``)."""
         self.approval_timeout_s: float | None = None  # None: wait for the click (RunPolicy's 300 s is for scripts)
+        self.token_counting: Literal["estimate", "exact"] = "estimate"  # AgentMagics.token_counting
         self.can_answer: Callable[[], bool] = lambda: True
         """Whether whoever executes the current cell can click (the magics read the kernel's request)."""
         self.notebook: NotebookAccess | None = None
@@ -290,11 +291,13 @@ class NotebookSession:
             unknown_price=unknown_price,
         )
         attended, unattended = unattended_decision(self.approvals, self.can_answer)
+        policy = RunPolicy(limits=limits, unattended_approval=unattended, approval_timeout_s=self.approval_timeout_s,
+                           token_counting=self.token_counting)  # fmt: skip
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=[*selected, *extra_tools, *servers],
             middleware=[self._memory, _durable.journal_for(_durable.run_store_of(self), name, self.model_name(model))],
-            policy=RunPolicy(limits=limits, unattended_approval=unattended, approval_timeout_s=self.approval_timeout_s),
+            policy=policy,
             system_prompt=system or self.system_prompt,
             name=name,
         )
@@ -426,9 +429,7 @@ class NotebookSession:
         last = next((r for r in reversed(self._runs) if r.thread_id == thread), None)
         window = last.context.context_window if last is not None else None
         if last is not None and window is not None:  # the last run's model, never an older run's
-            if window.measured_prompt_tokens is not None:
-                return window, last.model, "measured: the provider's count at the last model call"
-            return window, last.model, "estimated before the last model call, calibrated from reported counts"
+            return window, last.model, window_source(window)
         model = last.model if last is not None else self.model_name()  # the thread's model, not the default
         return fallback_window(model, last, self.context.usage.records, lambda: self.messages(thread))
 

@@ -11,7 +11,9 @@ smaller budget it implied, instead of being rejected again every turn.
 
 Estimates are also calibrated per model (``_calibration``): each response that reports its prompt
 tokens teaches the fitter (``observe``) how far the estimator runs from the model's real tokenizer,
-and later requests are fitted with the corrected figure.
+and later requests are fitted with the corrected figure. With a ``counter`` (exact counts from the
+host) each request is counted before it is sent, and the count is checked against what the response
+reports.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from .._calibration import calibrated, calibration_for, observe_prompt_tokens
+from .._calibration import PromptTokenCounter, calibrated, calibration_for, observe_prompt_tokens
+from .._errors import ContextLimitError
 from .._tokens import TokenEstimator
 from .._window import ContextWindow
 from ._pressure import ContextPressureChain
@@ -34,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = ["ContextFitter"]
 
 _TOOL_TOKEN_SETS = 16  # distinct tool sets whose schema token count is remembered
+_EXACT_ROUNDS = 3  # relieve-and-recount rounds when the host counts exactly
 
 
 class ContextFitter:
@@ -46,6 +50,8 @@ class ContextFitter:
         pressure: The chain that relieves a request over its window (``None``: measure only and
             let the provider have the last word).
         provider: The model's provider: estimates are calibrated per ``provider:model``.
+        counter: Counts requests exactly before they are sent (``RunPolicy(token_counting="exact")``
+            with a model that can ask its host); ``None``: the calibrated estimate.
     """
 
     __slots__ = (
@@ -54,6 +60,7 @@ class ContextFitter:
         "_last_estimate",
         "_last_tools",
         "_tool_tokens",
+        "counter",
         "learned_prompt_tokens",
         "model_name",
         "pressure",
@@ -67,6 +74,7 @@ class ContextFitter:
         pressure: ContextPressureChain | None = None,
         *,
         provider: str | None = None,
+        counter: PromptTokenCounter | None = None,
     ) -> None:
         self.model_name = model_name
         self._key = f"{provider}:{model_name}" if provider else model_name  # the calibration's key
@@ -76,7 +84,9 @@ class ContextFitter:
         # tool-schema token counts by the identity of the schemas sent (kept alive, so ids stay unique)
         self._tool_tokens: dict[tuple[int, ...], tuple[tuple[ToolSchema, ...], int]] = {}
         self._last_tools: tuple[tuple[ToolSchema, ...], int] = ((), 0)  # the same tuple again: no lookup
-        self._last_estimate: tuple[ModelRequest, int, int] | None = None  # (request, calibrated, raw)
+        # (request, the figure published, raw estimate, whether the figure is the host's exact count)
+        self._last_estimate: tuple[ModelRequest, int, int, bool] | None = None
+        self.counter = counter
         self.learned_prompt_tokens: int | None = None
         """The prompt budget a provider's rejection implied (``learn``); ``None`` until one happens."""
 
@@ -92,7 +102,9 @@ class ContextFitter:
 
         The run's own transcript is not changed: relief applies to what is sent, and the chain's
         summaries are reused across calls so re-relieving the same history is cheap. The final
-        (calibrated) estimate lands on ``ctx.context_window``, where the notebook's gauge reads it.
+        (calibrated, or exact) figure lands on ``ctx.context_window``, where the notebook's gauge reads it.
+        With an exact counter the chain works in estimate units scaled by this request's own
+        exact ÷ estimated ratio, and the relieved request is counted again (a few rounds at most).
         """
         window = self._effective_window()
         if window is None:
@@ -100,31 +112,57 @@ class ContextFitter:
         estimator = self.estimator
         tool_tokens = self.schema_tokens(estimator, tuple(request.tools))
         raw = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
-        estimate = calibrated(self._key, raw)
+        exact = await self._count(request, raw)
+        estimate = calibrated(self._key, raw) if exact is None else exact
         pressure = self.pressure
         if pressure is None and window is not self.window:  # a learned budget must be met, like refit's
             pressure = ContextPressureChain()
-        if pressure is not None and not window.fits(estimate):
-            relieved = await pressure.relieve(
-                ctx,
-                request.messages,
-                window=self._raw_window(window),
-                estimator=estimator,
-                tools_schema_tokens=tool_tokens,
-            )
+        rounds = _EXACT_ROUNDS if exact is not None else 1
+        while pressure is not None and rounds and not window.fits(estimate):
+            rounds -= 1
+            ratio = None if exact is None else exact / max(raw, 1)
+            try:
+                relieved = await pressure.relieve(
+                    ctx,
+                    request.messages,
+                    window=self._raw_window(window, ratio),
+                    estimator=estimator,
+                    tools_schema_tokens=tool_tokens,
+                )
+            except ContextLimitError:
+                if exact is None:
+                    raise
+                raise _too_long(window, exact) from None
+            if _same(relieved, request.messages):
+                break
             request = request.with_messages(tuple(relieved))
             raw = estimator.estimate(request.messages, tools_schema_tokens=tool_tokens)
-            estimate = calibrated(self._key, raw)
-        ctx.context_window = window.with_estimate(estimate)
-        self._last_estimate = (request, estimate, raw)
+            exact = await self._count(request, raw) if exact is not None else None
+            estimate = calibrated(self._key, raw) if exact is None else exact
+        if exact is not None and pressure is not None and pressure.fail and not window.fits(exact):
+            raise _too_long(window, exact)
+        ctx.context_window = window.with_estimate(estimate, exact=exact is not None)
+        self._last_estimate = (request, estimate, raw, exact is not None)
         return request
 
-    def _raw_window(self, window: ContextWindow) -> ContextWindow:
+    async def _count(self, request: ModelRequest, raw: int) -> int | None:
+        """The host's exact count of ``request`` (which also teaches the calibration); ``None`` without one."""
+        counter = self.counter
+        if counter is None:
+            return None
+        exact = await counter.count_prompt_tokens(request)
+        if exact is not None:
+            observe_prompt_tokens(self._key, raw, exact)
+        return exact
+
+    def _raw_window(self, window: ContextWindow, ratio: float | None = None) -> ContextWindow:
         """``window`` in raw-estimate units: a model whose real count runs 1.4x the estimate gets 1/1.4 the room."""
-        found = calibration_for(self._key)
-        if found is None or found.ratio == 1.0:
+        if ratio is None:
+            found = calibration_for(self._key)
+            ratio = None if found is None else found.ratio
+        if ratio is None or ratio == 1.0:
             return window
-        usable = max(1, math.floor(window.usable_tokens / found.ratio))
+        usable = max(1, math.floor(window.usable_tokens / ratio))
         return dataclasses.replace(window, max_tokens=usable + window.reserved_output_tokens)
 
     def observe(self, ctx: RunContext[Any], request: ModelRequest, usage: Usage, *, served: bool = True) -> None:
@@ -138,6 +176,8 @@ class ContextFitter:
         last = self._last_estimate
         if last is not None and last[0] is request:
             raw = last[2]
+            if last[3] and self.counter is not None:
+                self.counter.check_prompt_tokens(last[1], reported)  # the host's count against its own usage
         else:
             estimator = self.estimator
             raw = estimator.estimate(request.messages, tools_schema_tokens=self.schema_tokens(estimator, request.tools))
@@ -218,6 +258,18 @@ class ContextFitter:
     def __repr__(self) -> str:
         size = None if self.window is None else self.window.max_tokens
         return f"ContextFitter(model={self.model_name!r}, window={size}, pressure={self.pressure is not None})"
+
+
+def _too_long(window: ContextWindow, exact: int) -> ContextLimitError:
+    """The pre-flight refusal of a request the host counted at ``exact`` tokens (nothing more to relieve)."""
+    limit = window.usable_tokens
+    return ContextLimitError(
+        f"the request for {window.model} needs {exact} tokens (counted by the host) but only {limit} fit "
+        f"({window.max_tokens} minus {window.reserved_output_tokens} reserved for output)",
+        model=window.model,
+        estimated_tokens=exact,
+        limit_tokens=limit,
+    )
 
 
 def _same(after: Sequence[Any], before: Sequence[Any]) -> bool:

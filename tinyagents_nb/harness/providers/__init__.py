@@ -5,13 +5,15 @@
 output). ``ProviderSpec`` describes an endpoint; ``resolve_model("provider:model")`` builds the right
 adapter (``"anthropic:..."`` the native one, ``"anthropic-compat:..."`` Chat Completions);
 ``RateLimitInfo`` is what a provider said about its rate limits on the latest response
-(``model.rate_limit_info``).
+(``model.rate_limit_info``); ``HostTokenCounter`` is what exact prompt-token counting learnt about a
+host (``model.host_token_counter``).
 """
 
 from __future__ import annotations
 
 from ._anthropic import AnthropicModel as AnthropicModel
 from ._anthropic_wire import CacheTTL as CacheTTL
+from ._host_tokens import HostTokenCounter as HostTokenCounter
 from ._openai import OpenAIChatModel as OpenAIChatModel
 from ._ratelimit import RateLimitInfo as RateLimitInfo
 from ._registry import ProviderSpec as ProviderSpec, known_providers as known_providers
@@ -25,6 +27,7 @@ from ._resolve import (
 __all__ = [
     "AnthropicModel",
     "CacheTTL",
+    "HostTokenCounter",
     "ModelRegistry",
     "OpenAIChatModel",
     "ProviderSpec",

@@ -40,6 +40,7 @@ from .._messages import TextDelta, ThinkingDelta, ToolCallDelta
 from .._model import ModelRequest, ModelResponse, ModelStreamItem, StreamFinish, StreamUsage
 from .._profile import ModelProfile
 from ._adapter import HTTPAdapter
+from ._host_tokens import HostTokenCounter, host_token_counter
 from ._http import Sealed, check_url, httpx_module, public_url
 from ._openai_errors import error_from_payload, error_from_status, malformed
 from ._openai_wire import ChunkParser, build_body, parse_completion, tools_payload
@@ -178,6 +179,30 @@ class OpenAIChatModel(HTTPAdapter):
             ProviderError: The body is not a response of this API.
         """
         return parse_completion(data, spec=self._spec, model=self._model)
+
+    # ----------------------------------------------------------------------------------- exact counts
+    @property
+    def host_token_counter(self) -> HostTokenCounter:
+        """This host's exact-count state for the process (shared by every model object for the same host and model)."""
+        root = self._spec.base_url.rstrip("/")
+        return host_token_counter(root.removesuffix("/v1"), self._model)
+
+    async def count_prompt_tokens(self, request: ModelRequest, *, timeout_s: float = 2.0) -> int | None:
+        """The exact prompt tokens ``request`` costs, by the host's own template and tokenizer.
+
+        For hosts that serve llama.cpp's ``/apply-template`` and ``/tokenize``; ``None`` when the host
+        has no such endpoints (learnt once), or does not answer within ``timeout_s``. Never raises
+        for the host's sake: the caller falls back to its estimate.
+        """
+        counter = self.host_token_counter
+        if counter.mode == "off":
+            return None
+        body = self._payload(request, stream=False)
+        return await counter.count(await self._http(), body, self._headers.reveal(), timeout_s=timeout_s)
+
+    def check_prompt_tokens(self, counted: int, reported: int) -> None:
+        """Compare a ``count_prompt_tokens`` figure with the ``prompt_tokens`` the response reported."""
+        self.host_token_counter.check(counted, reported)
 
     # ----------------------------------------------------------------------------------- calls
     def _payload(self, request: ModelRequest, *, stream: bool) -> bytes:
