@@ -232,3 +232,14 @@ def test_a_key_in_any_row_error_is_scrubbed_before_the_column_and_the_checkpoint
     assert "auth failed" in out["error"][0]
     assert SECRET not in out["error"][0]
     assert SECRET.encode() not in b"".join(p.read_bytes() for p in tmp_path.iterdir())
+
+
+def test_the_last_outputs_are_written_out_when_a_snapshot_shows_them() -> None:
+    progress = MapProgress("p")
+    progress.start(total=3, skipped=0)
+    progress.row_ended(0, ok=True, text={"label": "pos", "score": 4}, tokens=1, cost=None)
+    progress.row_ended("r1", ok=True, text="x" * 500, tokens=1, cost=None)
+    progress.row_ended("r2", ok=False, text="ProviderError: " + "y" * 500, tokens=1, cost=None)
+    snap = progress.snapshot()
+    assert snap.last_outputs == (("0", '{"label": "pos", "score": 4}'), ("r1", "x" * 200))
+    assert snap.errors == (("r2", ("ProviderError: " + "y" * 500)[:300]),)

@@ -121,8 +121,6 @@ class BucketServer:
 
 
 def test_the_rows_slow_down_before_the_429_from_the_rate_limit_headers(replay_server: ReplayServer) -> None:
-    # Without the headers the same load meets 429s (how many depends on how fast this machine sends),
-    # and an unlucky row can exhaust its retries: a known weakness of 429-only pacing (issue 27's note).
     server = BucketServer(capacity=20, per_second=40, send_headers=True)
     replay_server.respond_with(server)
     limits = RateLimits()  # no caps of our own: only what the provider says
@@ -134,6 +132,73 @@ def test_the_rows_slow_down_before_the_429_from_the_rate_limit_headers(replay_se
     assert limits.throttled == 0
     assert limits.observed >= 70
     assert limits.effective_requests_per_minute == 2400  # the provider's stated limit
+
+
+def test_without_headers_the_429s_teach_a_pace_and_no_row_starves(replay_server: ReplayServer) -> None:
+    # The same bucket without its headers: the first refusals set a pace from the rate the provider
+    # was accepting, and the rows that were refused wait their turn behind it. A row gets a single
+    # attempt of its own (max_attempts=1): a retryable 429 is the map's pace, retried by the limits.
+    server = BucketServer(capacity=20, per_second=40, send_headers=False)
+    replay_server.respond_with(server)
+    limits = RateLimits()
+    model = OpenAIChatModel("gpt-4o-mini-2024-07-18", base_url=replay_server.base_url, api_key="sk-test")
+    harness = AgentHarness(model=model, policy=RunPolicy(retry=RetryPolicy(max_attempts=1)))
+    out = agent_map([{"t": f"#{i}"} for i in range(40)], "{{t}}", harness=harness, rate_limits=limits, concurrency=8)
+    assert (out["status"] == "done").all(), out[out["status"] != "done"]["error"].head(3).tolist()
+    assert limits.throttled == server.refused
+    assert limits.learned_requests_per_minute is not None or server.refused == 0  # a slow machine may never meet one
+    assert server.refused <= 3 * 8  # a round of refusals (the rows then in flight) or two, not a storm
+    assert len(replay_server.requests) == 40 + server.refused
+
+
+def test_a_row_gives_up_on_429s_after_the_patience(replay_server: ReplayServer) -> None:
+    replay_server.respond_with(
+        lambda body: (429, error_body("rate limit", type="rate_limit_error"), {"retry-after-ms": "20"})
+    )
+    limits = RateLimits(patience_s=0.3)
+    model = OpenAIChatModel("gpt-4o-mini-2024-07-18", base_url=replay_server.base_url, api_key="sk-test")
+    harness = AgentHarness(model=model, policy=RunPolicy(retry=RetryPolicy(max_attempts=1)))
+    started = time.monotonic()
+    out = agent_map([{"t": "#0"}], "{{t}}", harness=harness, rate_limits=limits)
+    assert out["status"].tolist() == ["failed"]
+    assert "rate limit" in str(out["error"].iloc[0])
+    assert 0.3 <= time.monotonic() - started < 10
+    assert limits.throttled == len(replay_server.requests) >= 3  # retried here, behind the pause, until then
+
+
+async def test_the_429s_of_one_round_cut_the_pace_once() -> None:
+    t = FakeTime()
+    limits = RateLimits(requests_per_minute=600, clock=t.clock, sleep=t.sleep)
+    for _ in range(4):
+        await limits.acquire(1)
+    sent = t.now
+    t.now += 0.05
+    for _ in range(4):  # the four requests on the wire are all refused
+        limits.throttle(0.2, sent)
+    assert (limits.throttled, limits.factor) == (4, 0.5)
+    assert await limits.acquire(1) == pytest.approx(0.2)  # the pause ...
+    assert await limits.acquire(1) == pytest.approx(0.2)  # ... then no burst: 10/s halved, one at a time
+    limits.throttle(None, t.now)  # sent after the cut: a new round
+    assert limits.factor == 0.25
+
+
+async def test_a_429_with_nothing_stated_learns_the_accepted_rate() -> None:
+    t = FakeTime()
+    limits = RateLimits(clock=t.clock, sleep=t.sleep)
+    for _ in range(20):  # 20 answers in 2 s: the provider was accepting 10/s
+        await limits.acquire(1)
+        limits.settle(1, Usage())
+        limits.release(1)
+        t.now += 0.1
+    assert limits.effective_requests_per_minute is None
+    limits.throttle(1.0, t.now)
+    assert limits.learned_requests_per_minute == pytest.approx(600, rel=0.06)
+    assert await limits.acquire(1) == pytest.approx(1.0)
+    assert await limits.acquire(1) == pytest.approx(0.1, rel=0.06)  # then 10/s: a rate it did accept
+    limits.settle(1, Usage())  # each success probes above it
+    assert limits.learned_requests_per_minute > 600
+    limits.throttle(None, t.now)  # a second round: that rate halves
+    assert limits.factor == 0.5
 
 
 async def test_a_report_of_nothing_left_pauses_every_row_until_the_reset() -> None:

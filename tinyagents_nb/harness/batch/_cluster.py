@@ -17,6 +17,7 @@ result, cancel. Dask and Ray each implement them in a few lines.
 from __future__ import annotations
 
 import asyncio
+import importlib
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
@@ -28,7 +29,7 @@ from ._local import run_local
 from ._plan import MapPlan, make_plan, row_harness
 from ._rows import RowOutcome
 
-__all__ = ["Cluster", "RowTuple", "check_cluster_plan", "drive", "output_of", "run_partition"]
+__all__ = ["Cluster", "RowTuple", "check_cluster_plan", "drive", "open_cluster", "output_of", "run_partition"]
 
 RowTuple = tuple[str, Any, "str | None", int, "float | None"]
 """One row's outcome as it travels back from a worker: status, output, error, tokens, cost."""
@@ -101,6 +102,25 @@ def check_cluster_plan(plan: MapPlan, executor: str, model_factory: object) -> N
         raise ConfigurationError(
             f"the {executor} executor runs rows without tools in this version", hint="executor='local'"
         )
+
+
+def open_cluster(
+    plan: MapPlan, executor: str, model_factory: Callable[[], ChatModel] | None, module: str
+) -> tuple[Any, Callable[[], ChatModel]]:
+    """How both cluster executors begin: check the plan, then import the engine from its extra.
+
+    Returns the engine's module and the checked factory. The import comes second so that a plan
+    that cannot run fails the same way whether or not the extra is installed.
+    """
+    check_cluster_plan(plan, executor, model_factory)
+    assert model_factory is not None
+    try:
+        engine = importlib.import_module(module)
+    except ImportError:
+        raise ConfigurationError(
+            f"the {executor} executor needs the {executor} extra", hint=f"pip install 'tinyagents-nb[{executor}]'"
+        ) from None
+    return engine, model_factory
 
 
 def output_of(plan: MapPlan) -> Any:

@@ -12,9 +12,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import ConfigurationError
 from .._model import ChatModel
-from ._cluster import RowTuple, check_cluster_plan, drive, output_of, run_partition
+from ._cluster import RowTuple, drive, open_cluster, output_of, run_partition
 from ._plan import MapPlan
 
 __all__ = ["run_dask"]
@@ -55,26 +54,21 @@ async def run_dask(
     partition_rows: int = 64,
 ) -> None:
     """Run the plan's rows as partitions on a Dask cluster (see ``_cluster``)."""
-    check_cluster_plan(plan, "dask", model_factory)
-    assert model_factory is not None
-    try:
-        from distributed import Client, LocalCluster
-    except ImportError:
-        raise ConfigurationError(
-            "the dask executor needs the dask extra", hint="pip install 'tinyagents-nb[dask]'"
-        ) from None
+    distributed, factory = open_cluster(plan, "dask", model_factory, "distributed")
     loop = asyncio.get_running_loop()
     cluster = (
         None
         if address
         else await loop.run_in_executor(
             None,
-            lambda: LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None),  # type: ignore[no-untyped-call]
+            lambda: distributed.LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            ),
         )
     )
-    client = await loop.run_in_executor(None, lambda: Client(address or cluster))  # type: ignore[no-untyped-call]
+    client = await loop.run_in_executor(None, lambda: distributed.Client(address or cluster))
     try:
-        backend = _DaskCluster(client, model_factory, output_of(plan))
+        backend = _DaskCluster(client, factory, output_of(plan))
         await drive(plan, backend, partition_rows=partition_rows, slots=workers * 2)
     finally:
         await loop.run_in_executor(None, client.close)

@@ -155,7 +155,7 @@ class MapPlan:
         self.ran += 1
         label = self.rows.labels[position]
         ok = outcome.status == "done"
-        text = _show(outcome.output) if ok else (outcome.error or "")
+        text = outcome.output if ok else (outcome.error or "")
         self.progress.row_ended(label, ok=ok, text=text, tokens=outcome.tokens, cost=outcome.cost_usd)
         if self.checkpoint is not None:
             self.checkpoint.record(self.map_key, self.keys[position], self.digests[position], outcome)
@@ -189,12 +189,6 @@ def describe(error: BaseException | None) -> str:
     if error is None:
         return "failed"
     return scrub(f"{type(error).__name__}: {error}")
-
-
-def _show(value: object) -> str:
-    if isinstance(value, str):
-        return value
-    return json.dumps(value, default=str, ensure_ascii=False)
 
 
 def make_plan(

@@ -7,6 +7,7 @@ updates, never one message per row.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -87,7 +88,7 @@ class MapProgress:
         self.max_cost_usd: float | None = None
         self.max_total_tokens: int | None = None
         self.message: str | None = None
-        self.last_outputs: deque[tuple[str, str]] = deque(maxlen=_KEEP_OUTPUTS)
+        self.last_outputs: deque[tuple[object, object]] = deque(maxlen=_KEEP_OUTPUTS)  # shown at snapshot
         self.errors: deque[tuple[str, str]] = deque(maxlen=_KEEP_ERRORS)
         self._started = time.monotonic()
         self._ended: float | None = None
@@ -99,14 +100,18 @@ class MapProgress:
         self._started = time.monotonic()
         self.state = "running"
 
-    def row_ended(self, label: object, *, ok: bool, text: str, tokens: int, cost: float | None) -> None:
-        """Count one finished row (done or failed)."""
+    def row_ended(self, label: object, *, ok: bool, text: object, tokens: int, cost: float | None) -> None:
+        """Count one finished row: ``text`` is a done row's output (any value) or a failed row's error.
+
+        An output is kept as it is and written out only when a snapshot shows it (the last five),
+        not once per row.
+        """
         if ok:
             self.done += 1
-            self.last_outputs.append((str(label), text[:200]))
+            self.last_outputs.append((label, text))
         else:
             self.failed += 1
-            self.errors.append((str(label), text[:300]))
+            self.errors.append((str(label), str(text)[:300]))
         self._ran += 1
         self.add_spend(tokens, cost)
 
@@ -157,7 +162,7 @@ class MapProgress:
             eta_s=eta,
             max_cost_usd=self.max_cost_usd,
             max_total_tokens=self.max_total_tokens,
-            last_outputs=tuple(self.last_outputs),
+            last_outputs=tuple((str(label), show(value)[:200]) for label, value in tuple(self.last_outputs)),
             errors=tuple(self.errors),
             message=self.message,
         )
@@ -183,3 +188,10 @@ class MapProgress:
 
     def __repr__(self) -> str:
         return f"MapProgress({self.snapshot().line()})"
+
+
+def show(value: object) -> str:
+    """A row's output as one line of text: a string as it is, anything else as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, default=str, ensure_ascii=False)

@@ -11,15 +11,25 @@ read by the adapters into ``model.rate_limit_info``): the buckets never hold mor
 says remains (minus what is already in flight), and a limit the provider states paces a dimension
 the caller left uncapped, so the rows slow down *before* the provider refuses.
 
-A 429 from the provider pauses *every* row until its ``Retry-After`` (or an exponential guess) and
-halves the pace; each success then wins back a little, up to the configured rates. A harness's own
-``RunPolicy.rate_limiter`` still applies under this (all rows share the harness, hence the limiter).
+A 429 from the provider pauses *every* row until its ``Retry-After`` (or an exponential guess),
+empties the request bucket (the rows resume one at a time at the pace, not in a rush) and halves
+the pace; each success then wins back a little, up to the configured rates. The requests that were
+already on the wire when the pace was cut meet the same refusal: their 429s extend the pause but do
+not cut the pace again (one cut per round, as TCP does). With no rate known at all (no caps, no
+headers) a 429 sets one: the rate the provider was accepting over the last few seconds, raised by
+one request per second every second while no 429 comes (additive increase, multiplicative
+decrease). A retryable 429 is retried here, behind the shared pause, for up to ``patience_s``: it is
+the map's pace that was wrong, not the row, so it does not spend the row's ``RetryPolicy`` attempts
+(a row could otherwise lose all of them in a crowd of rows racing for the same refill).
+A harness's own ``RunPolicy.rate_limiter`` still applies under this (all rows share the harness,
+hence the limiter).
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
@@ -34,6 +44,7 @@ __all__ = ["RateLimits"]
 
 _MIN_FACTOR = 1 / 32
 _RECOVERY = 0.05
+_WINDOW_S = 5.0  # successes this recent measure the rate the provider was accepting
 
 
 def _check_rate(name: str, value: object) -> float | None:
@@ -50,6 +61,8 @@ class RateLimits:
     Args:
         requests_per_minute: Requests sent per minute at most (``None``: no cap).
         tokens_per_minute: Tokens (prompt estimate + output) per minute at most (``None``: no cap).
+        patience_s: How long one request keeps retrying retryable 429s here (behind the shared
+            pause, without spending its row's retry attempts) before the 429 reaches the row.
         clock: Monotonic seconds (tests inject a fake one).
         sleep: Replaces ``anyio.sleep`` (tests pair it with the fake clock).
     """
@@ -59,11 +72,15 @@ class RateLimits:
         requests_per_minute: float | None = None,
         tokens_per_minute: float | None = None,
         *,
+        patience_s: float = 300.0,
         clock: Callable[[], float] | None = None,
         sleep: Callable[[float], Any] | None = None,
     ) -> None:
         self.requests_per_minute = _check_rate("requests_per_minute", requests_per_minute)
         self.tokens_per_minute = _check_rate("tokens_per_minute", tokens_per_minute)
+        patience = _check_rate("patience_s", patience_s)
+        assert patience is not None
+        self.patience_s = patience
         self._clock = clock or time.monotonic
         self._sleep = sleep or anyio.sleep
         now = self._clock()
@@ -71,11 +88,15 @@ class RateLimits:
         self._requests = self._burst(self.requests_per_minute)
         self._tokens = self._burst(self.tokens_per_minute)
         self.factor = 1.0
-        """The share of the configured rates in force (halved by each 429, won back by successes)."""
+        """The share of the rates in force (halved by each round of 429s, won back by successes)."""
         self.paused_until = 0.0
         self.throttled = 0
         """429 responses seen."""
         self._strikes = 0
+        self._cut_at = -math.inf  # when the pace was last cut: 429s of requests sent before are that round's
+        self._successes: deque[float] = deque(maxlen=512)
+        self.learned_requests_per_minute: float | None = None
+        """The request rate a 429 taught when nothing else stated one (raised while none comes)."""
         self._server_rpm: float | None = None  # the limits the provider states, when it does
         self._server_tpm: float | None = None
         self._in_flight = 0
@@ -86,8 +107,8 @@ class RateLimits:
 
     @property
     def effective_requests_per_minute(self) -> float | None:
-        """The request rate in force before the 429 factor: the caller's cap, the provider's, or the lower."""
-        return _lower(self.requests_per_minute, self._server_rpm)
+        """The request rate in force before the 429 factor: the lowest of the caller's cap, the provider's and the learned."""
+        return _lower(_lower(self.requests_per_minute, self._server_rpm), self.learned_requests_per_minute)
 
     @property
     def effective_tokens_per_minute(self) -> float | None:
@@ -183,16 +204,39 @@ class RateLimits:
         """A response came back: charge its real tokens instead of the estimate, and recover pace."""
         if self.tokens_per_minute is not None:
             self._tokens -= usage.input_tokens + usage.output_tokens - estimate
+        self._successes.append(self._clock())
         self._strikes = 0
         if self.factor < 1.0:
             self.factor = min(1.0, self.factor + _RECOVERY)
+        elif self.learned_requests_per_minute is not None:  # probe upwards: +1 request/s per second
+            self.learned_requests_per_minute += 3600.0 / self.learned_requests_per_minute
 
-    def throttle(self, retry_after_s: float | None) -> None:
-        """A 429: everyone pauses (the provider's wait, else 1 s doubling per strike) and the pace halves."""
+    def throttle(self, retry_after_s: float | None, sent_at: float | None = None) -> None:
+        """A 429: everyone pauses (the provider's wait, else 1 s doubling per round) and the pace halves.
+
+        ``sent_at`` is when the refused request took its turn (``acquire``); a request sent before
+        the last cut belongs to the round that cut already, so it only extends the pause.
+        """
         self.throttled += 1
-        self._strikes += 1
+        now = self._clock()
+        new_round = sent_at is None or sent_at >= self._cut_at
+        if new_round:
+            self._strikes += 1
         wait = retry_after_s if retry_after_s is not None else min(2.0 ** (self._strikes - 1), 60.0)
-        self.paused_until = max(self.paused_until, self._clock() + wait)
+        self.paused_until = max(self.paused_until, now + max(0.0, wait))
+        self._refill()
+        self._requests = min(self._requests, 1.0)  # one request at the end of the pause, then the pace: no
+        self._updated = max(self._updated, self.paused_until)  # burst (nothing accrues during the pause)
+        if not new_round:
+            return
+        self._cut_at = now
+        if _lower(self.requests_per_minute, self._server_rpm) is None and self.learned_requests_per_minute is None:
+            recent = [t for t in self._successes if t >= now - _WINDOW_S]
+            span = max(1.0, now - recent[0]) if recent else 1.0
+            # a rate the provider did accept (over at least a second, so a first burst counts low)
+            self.learned_requests_per_minute = 60.0 * max(1.0, len(recent) / span)
+            self._requests = 1.0  # untracked until now: one request at the end of the pause
+            return
         self.factor = max(_MIN_FACTOR, self.factor / 2)
 
     def __repr__(self) -> str:
@@ -237,42 +281,57 @@ class PacedModel:
         if isinstance(info, RateLimitInfo):
             self.limits.observe(info, estimate)
 
+    def _refused(self, exc: ProviderError, estimate: int, sent_at: float, since: float) -> bool:
+        """Report a failure to the limits; True when it is a 429 to retry here (behind the pause)."""
+        self._observe(estimate)
+        if exc.status != 429:
+            return False
+        self.limits.throttle(exc.retry_after_s, sent_at)
+        return exc.retryable and self.limits._clock() - since < self.limits.patience_s
+
     async def invoke(self, request: ModelRequest) -> ModelResponse:
         estimate = estimate_tokens(request)
-        await self.limits.acquire(estimate)
-        try:
-            response = await self.inner.invoke(request)
-        except ProviderError as exc:
-            self._observe(estimate)
-            if exc.status == 429:
-                self.limits.throttle(exc.retry_after_s)
-            raise
-        else:
-            self.limits.settle(estimate, response.usage)
-            self._observe(estimate)
-        finally:
-            self.limits.release(estimate)
-        return response
+        since = self.limits._clock()
+        while True:
+            await self.limits.acquire(estimate)
+            sent_at = self.limits._clock()
+            try:
+                response = await self.inner.invoke(request)
+            except ProviderError as exc:
+                if self._refused(exc, estimate, sent_at, since):
+                    continue
+                raise
+            else:
+                self.limits.settle(estimate, response.usage)
+                self._observe(estimate)
+                return response
+            finally:
+                self.limits.release(estimate)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelStreamItem]:
         estimate = estimate_tokens(request)
-        await self.limits.acquire(estimate)
-        usage = Usage()
-        try:
-            async for item in self.inner.stream(request):
-                if isinstance(item, StreamUsage):
-                    usage = item.usage
-                yield item
-        except ProviderError as exc:
-            self._observe(estimate)
-            if exc.status == 429:
-                self.limits.throttle(exc.retry_after_s)
-            raise
-        else:
-            self.limits.settle(estimate, usage)
-            self._observe(estimate)
-        finally:
-            self.limits.release(estimate)
+        since = self.limits._clock()
+        while True:
+            await self.limits.acquire(estimate)
+            sent_at = self.limits._clock()
+            usage = Usage()
+            started = False
+            try:
+                async for item in self.inner.stream(request):
+                    started = True
+                    if isinstance(item, StreamUsage):
+                        usage = item.usage
+                    yield item
+            except ProviderError as exc:
+                if self._refused(exc, estimate, sent_at, since) and not started:
+                    continue  # refused before anything was streamed: safe to send again
+                raise
+            else:
+                self.limits.settle(estimate, usage)
+                self._observe(estimate)
+                return
+            finally:
+                self.limits.release(estimate)
 
     def __repr__(self) -> str:
         return f"PacedModel({self.inner!r}, {self.limits!r})"

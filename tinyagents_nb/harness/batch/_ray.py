@@ -19,9 +19,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from .._errors import ConfigurationError
 from .._model import ChatModel
-from ._cluster import RowTuple, check_cluster_plan, drive, output_of, run_partition
+from ._cluster import RowTuple, drive, open_cluster, output_of, run_partition
 from ._plan import MapPlan
 
 __all__ = ["run_ray"]
@@ -58,14 +57,7 @@ async def run_ray(
     partition_rows: int = 64,
 ) -> None:
     """Run the plan's rows as partitions of Ray tasks (see the module docstring)."""
-    check_cluster_plan(plan, "ray", model_factory)
-    assert model_factory is not None
-    try:
-        import ray
-    except ImportError:
-        raise ConfigurationError(
-            "the ray executor needs the ray extra", hint="pip install 'tinyagents-nb[ray]'"
-        ) from None
+    ray, factory = open_cluster(plan, "ray", model_factory, "ray")
     loop = asyncio.get_running_loop()
     started = False
     if not ray.is_initialized():
@@ -77,7 +69,7 @@ async def run_ray(
         await loop.run_in_executor(None, lambda: ray.init(log_to_driver=False, **options))
         started = True
     try:
-        backend = _RayCluster(ray, model_factory, output_of(plan))
+        backend = _RayCluster(ray, factory, output_of(plan))
         await drive(plan, backend, partition_rows=partition_rows, slots=workers * 2)
     finally:
         if started:
