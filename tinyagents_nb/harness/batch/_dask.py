@@ -61,8 +61,10 @@ async def run_dask(
         if address
         else await loop.run_in_executor(
             None,
-            lambda: distributed.LocalCluster(
-                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            lambda: (
+                distributed.LocalCluster(  # ":0": a dashboard already on 8787 (another cluster) must not fail the map
+                    n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+                )
             ),
         )
     )
