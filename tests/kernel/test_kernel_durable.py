@@ -29,6 +29,7 @@ from tinyagents_nb.harness import AssistantMessage, ToolMessage, load_messages
 from tinyagents_nb.harness.durable import RunStore
 
 from ._kernel import KernelHarness
+from .conftest import K6_PYTHON
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 
@@ -37,13 +38,13 @@ KINDS = ("stream", "tool", "approval", "random")
 TOKENS_PER_CALL = 110
 
 
-def _kernel(folder: Path) -> KernelHarness:
+def _kernel(folder: Path, python: str) -> KernelHarness:
     env: dict[str, str | None] = {
         "JPY_SESSION_NAME": str(folder / "trial.ipynb"),
         "TINYAGENTS_NB_STORE_DIR": None,  # the default place: beside the notebook
         "DURABLE_FOLDER": str(folder),
     }
-    kernel = KernelHarness(sys.executable, folder, env=env)
+    kernel = KernelHarness(python, folder, env=env)
     kernel.execute(f"import sys; sys.path.insert(0, {str(HERE)!r})")
     return kernel
 
@@ -99,12 +100,12 @@ def _transcript_answers_every_call(store: RunStore, run_id: str) -> None:
     assert not open_calls
 
 
-def trial(folder: Path, kind: str, rng: random.Random) -> str:
+def trial(folder: Path, kind: str, rng: random.Random, python: str = sys.executable) -> str:
     """One kill-restart-resume trial; returns what happened (``interrupted`` / ``before`` / ``after``)."""
     folder.mkdir(parents=True)
     (folder / "trial.ipynb").write_text("{}")
     approve_again = kind == "approval" or rng.random() < 0.5
-    kernel = _kernel(folder)
+    kernel = _kernel(folder, python)
     try:
         _load(kernel, "ask")
         kernel.kc.execute("%%agent --model trial\npay, look up and send the receipt", allow_stdin=True)
@@ -128,7 +129,7 @@ def trial(folder: Path, kind: str, rng: random.Random) -> str:
     if original.status == "completed":
         return "after"
     assert original.status == "interrupted"
-    kernel = _kernel(folder)
+    kernel = _kernel(folder, python)
     try:
         said = _load(kernel, "approve" if approve_again else "deny")
         assert "1 interrupted run" in said
@@ -165,17 +166,30 @@ def _count() -> int:
     return int(os.environ.get("TINYAGENTS_KILL_TRIALS", "0"))
 
 
+def _python(major: int) -> str:
+    if major == 7:
+        return sys.executable
+    if not K6_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"the ipykernel 6.x environment is missing ({K6_PYTHON}); ./dev test creates it")
+        pytest.skip(f"no ipykernel 6.x environment at {K6_PYTHON} (./dev test creates .venv-k6)")
+    return str(K6_PYTHON)
+
+
+@pytest.mark.parametrize("major", [7, 6], ids=["ipykernel7", "ipykernel6"])
 @pytest.mark.parametrize("kind", ["tool", "approval", "random"])
-def test_a_killed_kernel_resumes_its_run(kind: str, tmp_path: Path) -> None:
-    trial(tmp_path / kind, kind, random.Random(kind))
+def test_a_killed_kernel_resumes_its_run(kind: str, major: int, tmp_path: Path) -> None:
+    trial(tmp_path / kind, kind, random.Random(kind), _python(major))
 
 
 @pytest.mark.skipif(not _count(), reason="set TINYAGENTS_KILL_TRIALS=N for the many-trial run")
-def test_many_random_kills(tmp_path: Path) -> None:
+@pytest.mark.parametrize("major", [7, 6], ids=["ipykernel7", "ipykernel6"])
+def test_many_random_kills(major: int, tmp_path: Path) -> None:
+    python = _python(major)
     rng = random.Random(int(os.environ.get("TINYAGENTS_KILL_SEED", "7")))
     outcomes: dict[str, int] = {}
     for index in range(_count()):
         kind = KINDS[index % len(KINDS)]
-        outcome = trial(tmp_path / f"t{index}", kind, rng)
+        outcome = trial(tmp_path / f"t{index}", kind, rng, python)
         outcomes[f"{kind}:{outcome}"] = outcomes.get(f"{kind}:{outcome}", 0) + 1
     print(f"\nkill trials: {sorted(outcomes.items())}")
