@@ -134,7 +134,7 @@ def trial(folder: Path, kind: str, rng: random.Random, python: str = sys.executa
         said = _load(kernel, "approve" if approve_again else "deny")
         assert "1 interrupted run" in said
         assert "%agent resume" in said
-        out = kernel.execute("%agent resume", timeout=60).stdout
+        out = kernel.execute("%agent resume", timeout=60).text()
     finally:
         kernel.close()
     assert "all done" in out, out

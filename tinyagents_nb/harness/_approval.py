@@ -74,6 +74,8 @@ class ApprovalRequest:
     arguments: Mapping[str, Any]
     run_id: str
     requested_at: float = 0.0
+    rerun: bool = False
+    """The call was cut off by an interruption and may have taken effect: approving runs it again (resume)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
