@@ -96,7 +96,8 @@ def test_run_again_and_approve_on_the_resumed_runs_cards(ready: KernelHarness) -
     result = cell.finish()
     assert result.status == "ok", result.error
     assert "all done" in result.text()
-    assert "[completed · run " in result.stdout and "resumed run run-a from step 2" in result.stdout
+    assert "[completed · run " in result.stdout
+    assert "resumed run run-a from step 2" in result.stdout
     assert kernel.value("charged") == [5]  # run again: exactly once more
     assert kernel.value("sent") == ["ann"]
     assert kernel.value("seen[-1]") == {"charge": ["charged 5", False], "send": ["sent to ann", False]}
@@ -115,11 +116,14 @@ def test_skip_with_a_note_and_deny_on_the_resumed_runs_cards(ready: KernelHarnes
     kernel.click(cell.widget("ButtonModel", description="Deny"))
     result = cell.finish()
     assert result.status == "ok", result.error
-    assert kernel.value("charged") == [] and kernel.value("sent") == []
+    assert kernel.value("charged") == []
+    assert kernel.value("sent") == []
     told = kernel.value("seen[-1]")
-    assert told["charge"][1] and "not run again" in told["charge"][0]
+    assert told["charge"][1]
+    assert "not run again" in told["charge"][0]
     assert "the card was charged already" in told["charge"][0]  # the note reaches the model
-    assert told["send"][1] and "denied by a person" in told["send"][0]
+    assert told["send"][1]
+    assert "denied by a person" in told["send"][0]
 
 
 def test_stop_on_the_card_then_a_headless_resume_skips_with_a_note(ready: KernelHarness) -> None:
@@ -131,12 +135,16 @@ def test_stop_on_the_card_then_a_headless_resume_skips_with_a_note(ready: Kernel
     result = cell.finish()
     assert result.status == "ok", result.error
     assert "[cancelled · run " in result.stdout
-    assert kernel.value("seen") == [] and kernel.value("charged") == []  # nothing ran, no model call
+    assert kernel.value("seen") == []
+    assert kernel.value("charged") == []
     assert kernel.value("status('run-c')") == "interrupted"  # stopped before its first step: still resumable
     headless = kernel.execute("%agent resume run-c", allow_stdin=False)  # nbclient, papermill, nbval
     assert headless.status == "ok", headless.error
     assert "[completed · run " in headless.stdout
     told = kernel.value("seen[-1]")
-    assert told["charge"][1] and "not run again" in told["charge"][0]
-    assert told["send"][1] and "denied automatically" in told["send"][0]
-    assert kernel.value("charged") == [] and kernel.value("sent") == []
+    assert told["charge"][1]
+    assert "not run again" in told["charge"][0]
+    assert told["send"][1]
+    assert "denied automatically" in told["send"][0]
+    assert kernel.value("charged") == []
+    assert kernel.value("sent") == []
