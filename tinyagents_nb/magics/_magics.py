@@ -424,6 +424,7 @@ class AgentMagics(magic.Magics, StoreSettings):
         stop [RUN|all]      cancel the latest active run (or RUN, or every active run)
         wait [RUN|all] [--timeout S]  wait for every active run (or RUN) to end; ■ stops waiting
         pause [RUN]         hold a run before its next model call; resume [RUN] releases it
+        resume [RUN]        else continue a run a dead kernel interrupted (%agent runs lists them)
         steer [-r RUN] TEXT add a user message the run's next model call sees
         redirect [-r RUN] TEXT  change a run's course with a system instruction
         cost                cost and tokens by run, agent and model

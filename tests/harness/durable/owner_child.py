@@ -6,15 +6,16 @@ that shares the store's folder. It prints ``ready`` once the run is recorded.
 
 from __future__ import annotations
 
+import socket
 import sys
 import time
 
-from tinyagents_nb.harness.durable import RunStore
-from tinyagents_nb.harness.durable._owner import me
-
 path, host, lease_s = sys.argv[1], sys.argv[2], float(sys.argv[3])
-if host != "-":
-    me().host = host
+if host != "-":  # before the package reads it
+    socket.gethostname = lambda: host
+
+from tinyagents_nb.harness.durable import RunStore  # noqa: E402 - after the host name is set
+
 store = RunStore(path, lease_s=lease_s)
 store.start_run("run-child", agent=None, model="m", prompt="p")
 print("ready", flush=True)
