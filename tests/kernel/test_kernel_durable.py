@@ -9,8 +9,9 @@ interrupted run) and resumes it. Every trial checks: the run completes; a non-id
 happened at most once (exactly once when the approval is given again on resume); spend is counted
 once; and the transcript sent to the model answers every tool call.
 
-The default suite runs three trials (inside a tool, while an approval waits, at a random moment);
-``TINYAGENTS_KILL_TRIALS=N`` runs N random ones, the figures in docs/durable-runs.md.
+The default suite runs three trials on each ipykernel major (inside a tool, while an approval
+waits, at a random moment) and one where the kernel is killed again while the resume's Run again
+card waits; ``TINYAGENTS_KILL_TRIALS=N`` runs N random ones, the figures in docs/durable-runs.md.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import pytest
 from tinyagents_nb.harness import AssistantMessage, ToolMessage, load_messages
 from tinyagents_nb.harness.durable import RunStore
 
-from ._kernel import KernelHarness
+from ._kernel import KernelHarness, LiveCell
 from .conftest import K6_PYTHON
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
@@ -193,3 +194,45 @@ def test_many_random_kills(major: int, tmp_path: Path) -> None:
         outcome = trial(tmp_path / f"t{index}", kind, rng, python)
         outcomes[f"{kind}:{outcome}"] = outcomes.get(f"{kind}:{outcome}", 0) + 1
     print(f"\nkill trials: {sorted(outcomes.items())}")
+
+
+def test_a_kernel_killed_while_the_resume_card_waits_leaves_the_run_resumable(tmp_path: Path) -> None:
+    """Killed inside ``charge``, then killed again while ``%agent resume``'s Run again card waits, then resumed.
+
+    One major only (15 s, three kernels): what it checks is that nothing of the resumed run is
+    journaled before the card is answered; the clicks' delivery on both majors is
+    ``test_kernel_resume_card``'s.
+    """
+    python = sys.executable
+    folder = tmp_path / "card"
+    folder.mkdir()
+    (folder / "trial.ipynb").write_text("{}")
+    kernel = _kernel(folder, python)
+    try:
+        _load(kernel, "ask")
+        kernel.kc.execute("%%agent --model trial\npay, look up and send the receipt", allow_stdin=True)
+        _wait_phase(folder, "tool charge")
+    finally:
+        _kill(kernel)
+    assert _lines(folder / "charge.log") == 1
+    kernel = _kernel(folder, python)
+    try:
+        _load(kernel, "ask")
+        cell = LiveCell(kernel, "%agent resume")
+        assert cell.pump(lambda c: any(s.get("description") == "Run again" for s in c.models.values()), timeout=30)
+    finally:
+        _kill(kernel)  # while the card waits: nothing of the resumed run was journaled
+    store_path = folder / ".tinyagents" / "trial.sqlite"
+    with RunStore(store_path) as store:
+        (original,) = store.runs()
+        assert original.status == "interrupted"  # still resumable
+    assert _lines(folder / "charge.log") == 1
+    kernel = _kernel(folder, python)
+    try:
+        _load(kernel, "approve")
+        out = kernel.execute("%agent resume", timeout=60).text()
+    finally:
+        kernel.close()
+    assert "all done" in out, out
+    assert _lines(folder / "charge.log") == 2  # approved again: exactly once more
+    assert _lines(folder / "send.log") == 1
