@@ -14,24 +14,27 @@ import ast
 import functools
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents_nb.harness import (
     AgentHarness,
     AssistantMessage,
+    ChatModel,
     Message,
+    RunContext,
     RunLimits,
     RunPolicy,
     SteeringHandle,
     Tool,
     ToolMessage,
+    TreeBudget,
 )
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun, resume_streaming
 from tinyagents_nb.harness.steering import SteeringPolicy
 
 from ._budget import unattended_decision
-from ._handle import NotebookRun
+from ._handle import NotebookRun, RunMode
 from ._pricing import run_notes
 
 if TYPE_CHECKING:
@@ -57,6 +60,24 @@ class _Session(Protocol):
 
     @property
     def runs(self) -> list[Any]: ...
+
+
+class _ResumingSession(_Session, Protocol):
+    """What ``resumed_run`` reads of a ``NotebookSession`` (a protocol: the session module imports this one)."""
+
+    approvals: str
+    approval_timeout_s: float | None
+    can_answer: Callable[[], bool]
+    max_model_calls: int
+    system_prompt: str | None
+    context: RunContext[None]
+    noted: set[str]
+
+    def resolve_model(self, name: str | None = None) -> ChatModel: ...
+    def model_name(self, name: str | None = None) -> str: ...
+    def budgets_for(self, ctx: RunContext[Any], model: ChatModel) -> tuple[TreeBudget, ...]: ...
+    def start(self, run: NotebookRun, *, mode: RunMode) -> None: ...
+    def adopt(self, run: NotebookRun) -> None: ...
 
 
 _stores: weakref.WeakKeyDictionary[Any, RunStore] = weakref.WeakKeyDictionary()
@@ -211,7 +232,7 @@ def offer_cells(shell: Any, missing: Mapping[str, str]) -> None:
 
 
 def resumed_run(
-    session: Any,
+    session: _ResumingSession,
     stored: StoredRun,
     *,
     tools: Sequence[Tool],
