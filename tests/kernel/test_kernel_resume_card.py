@@ -67,12 +67,19 @@ def status(run_id):
 
 
 def _button(description: str):  # type: ignore[no-untyped-def]
+    """Whether the card with this button is complete: its row of buttons exists, so its clicks have a handler.
+
+    A button's widget is opened (``comm_open``) before the card registers its ``on_click``; the row
+    that holds it is made after, so a click sent once the row exists is never dropped.
+    """
+
     def found(cell: LiveCell) -> bool:
         try:
-            cell.widget("ButtonModel", description=description, disabled=False)
+            button = cell.widget("ButtonModel", description=description, disabled=False)
         except LookupError:
             return False
-        return True
+        rows = [s for s in cell.models.values() if s.get("_model_name") == "HBoxModel"]
+        return any(f"IPY_MODEL_{button}" in row.get("children", ()) for row in rows)
 
     return found
 
@@ -96,6 +103,7 @@ def test_run_again_and_approve_on_the_resumed_runs_cards(ready: KernelHarness) -
     result = cell.finish()
     assert result.status == "ok", result.error
     assert "all done" in result.text()
+    assert "ran again: charge (by dashboard)" in result.text()  # the record says what the card decided
     assert "[completed · run " in result.stdout
     assert "resumed run run-a from step 2" in result.stdout
     assert kernel.value("charged") == [5]  # run again: exactly once more
@@ -116,6 +124,7 @@ def test_skip_with_a_note_and_deny_on_the_resumed_runs_cards(ready: KernelHarnes
     kernel.click(cell.widget("ButtonModel", description="Deny"))
     result = cell.finish()
     assert result.status == "ok", result.error
+    assert "skipped: charge (by dashboard: the card was charged already)" in result.text()
     assert kernel.value("charged") == []
     assert kernel.value("sent") == []
     told = kernel.value("seen[-1]")

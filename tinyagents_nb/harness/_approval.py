@@ -92,6 +92,8 @@ class ApprovalDecision:
     arguments_sha256: str = ""
     edited: bool = False
     decided_at: float = 0.0
+    rerun: bool = False
+    """A resumed run's decision about a call an interruption cut off (approved: it runs again)."""
 
 
 class _Entry:
@@ -174,6 +176,7 @@ class ApprovalDesk:
             arguments_sha256=digest,
             edited=digest != arguments_sha256(request.arguments),
             decided_at=entry.clock.time(),
+            rerun=request.rerun,
         )
         self._settle(entry, decision)
         return decision
@@ -272,6 +275,7 @@ def decision_for(
         arguments=request.arguments,
         arguments_sha256=arguments_sha256(request.arguments),
         decided_at=decided_at,
+        rerun=request.rerun,
         **extra,
     )
 

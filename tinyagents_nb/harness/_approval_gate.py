@@ -199,6 +199,7 @@ def _emit_decided(ctx: RunContext[Any], decision: ApprovalDecision, wait_s: floa
         arguments=decision.arguments if decision.edited else None,
         decided_at=decision.decided_at,
         wait_s=wait_s,
+        rerun=decision.rerun,
     )
 
 
