@@ -155,3 +155,24 @@ def test_another_hosts_lease_and_rows_from_before_leases(tmp_path: Path) -> None
 def test_a_lease_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ConfigurationError):
         RunStore(tmp_path / "x.sqlite", lease_s=0)
+
+
+def test_prune_drops_leases_no_running_run_names(tmp_path: Path) -> None:
+    path = tmp_path / "runs.sqlite"
+    with RunStore(path) as store:
+        store.start_run("live", agent=None, model="m", prompt="p")  # this process: its lease stays
+        store.start_run("done", agent=None, model="m", prompt="p")
+        store.end_run("done", "completed")
+    old = time.time() - 10 * 86_400
+    with sqlite3.connect(path) as conn:  # a kernel of ten days ago, whose runs all ended
+        conn.execute("UPDATE tinyagents_leases SET heartbeat_at = ?", (old,))  # ours too: kept for its run
+        conn.execute("INSERT INTO tinyagents_leases VALUES ('gone:1:x', 'gone', 1, 1.0, ?)", (old,))
+        conn.execute("UPDATE tinyagents_runs SET started_at = ?", (old,))
+    with RunStore(path) as store:
+        pruned = store.prune(keep_days=1)
+        assert pruned.runs == 1  # "done"; "live" runs in a live process
+        assert store.get("live").status == "running"  # type: ignore[union-attr]
+    with sqlite3.connect(path) as conn:
+        owners = {row[0] for row in conn.execute("SELECT owner FROM tinyagents_leases")}
+    assert "gone:1:x" not in owners
+    assert len(owners) == 1  # this process's, named by the running run
