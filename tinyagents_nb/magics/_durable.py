@@ -160,11 +160,20 @@ def announce_interrupted(store: RunStore) -> None:
 
 
 def find_interrupted(store: RunStore, ref: str | None) -> StoredRun | None:
-    """The interrupted run named by id or id suffix (4+ characters), or the newest when ``ref`` is ``None``."""
-    interrupted = [r for r in store.runs() if r.status == "interrupted"]
+    """The interrupted run named by id or id suffix (4+ characters), or the newest when ``ref`` is ``None``.
+
+    Named, a run that was stopped or failed can be continued too (one whose resume was stopped on
+    its approval card, say); only interrupted runs are offered without a name.
+    """
+    runs = store.runs()
     if ref is None:
-        return interrupted[0] if interrupted else None
-    matches = [r for r in interrupted if r.run_id == ref or (len(ref) >= 4 and r.run_id.endswith(ref))]
+        return next((r for r in runs if r.status == "interrupted"), None)
+    matches = [
+        r
+        for r in runs
+        if r.status in ("interrupted", "cancelled", "failed")
+        and (r.run_id == ref or (len(ref) >= 4 and r.run_id.endswith(ref)))
+    ]
     return matches[0] if len(matches) == 1 else None
 
 
