@@ -40,7 +40,7 @@ class Resumable(Protocol):
     async def invoke_in_context(self, ctx: RunContext[Any], input: list[Message]) -> AgentRun: ...
 
 
-__all__ = ["ResumePlan", "carry_over", "plan_resume", "resume_run"]
+__all__ = ["ResumePlan", "plan_resume", "resume_run"]
 
 SKIPPED_NOTE = (
     "The run was interrupted while this call of `{name}` was in progress. It was not run again because the tool "
@@ -179,21 +179,6 @@ async def resume_run(
     plan = plan_resume(runs, run_id)
     ctx: RunContext[Any] = RunContext(config=config if config is not None else RunConfig(), data=data)
     ctx.approvals = approvals
-    journaled = carry_over(harness, ctx, runs, plan)
-    messages = [*plan.messages, *await _settle(harness, ctx, plan)]
-    if note:  # what changed while the run was down (e.g. variables a restart took away)
-        messages.append(UserMessage(text=note))
-    if not journaled:
-        runs.mark_resumed(run_id, str(ctx.run_id))
-    return await harness.invoke_in_context(ctx, messages)
-
-
-def carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: ResumePlan) -> bool:
-    """Charge the spend already recorded to the new run ``ctx`` and tell its journal what it continues.
-
-    Returns whether a ``DurableJournal`` of ``harness`` journals to ``runs`` (it then marks the
-    original resumed when the new run starts); if not, the caller marks it once the calls are settled.
-    """
     new_id = str(ctx.run_id)
     with warnings.catch_warnings():  # an unknown price was reported when the call was made
         warnings.simplefilter("ignore", CostUnknownWarning)
@@ -208,9 +193,14 @@ def carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: R
                 model=model,
                 provider=provider,
             )
+    messages = [*plan.messages, *await _settle(harness, ctx, plan)]
+    if note:  # what changed while the run was down (e.g. variables a restart took away)
+        messages.append(UserMessage(text=note))
     journaled = False
     for mw in harness.middleware.middleware:
         if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
-            mw.resuming(new_id, plan.run_id, plan.from_step, plan.spent)  # it marks the original when it starts
+            mw.resuming(new_id, run_id, plan.from_step, plan.spent)  # it marks the original when it starts
             journaled = True
-    return journaled
+    if not journaled:
+        runs.mark_resumed(run_id, new_id)
+    return await harness.invoke_in_context(ctx, messages)
