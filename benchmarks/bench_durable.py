@@ -5,7 +5,9 @@ without a ``DurableJournal`` on a SQLite ``RunStore`` (WAL, ``synchronous=normal
 committed, safe against a killed process); then a 200-step run is journaled, failed, and resumed
 (``plan_resume`` reads and rebuilds it; ``resume`` also finishes it with one more model call). A
 notebook session's run is also timed with the default store on disk against a store in memory: that
-adds the event journal and the thread history to the run journal.
+adds the event journal and the thread history to the run journal. Last, ``RunStore.runs()`` lists
+200 runs of which 100 are still running (half this process's, half another host's, by their lease),
+as ``%agent runs`` and the extension's first cell do: what telling interrupted runs apart costs.
 
 Run alone: ``python -m benchmarks.bench_durable [--quick]``.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import sqlite3
 import statistics
 import tempfile
 import time
@@ -105,6 +108,25 @@ async def resume(store: RunStore, steps: int) -> None:
     )
 
 
+def listing(folder: Path, runs: int) -> None:
+    path = folder / "listing.sqlite"
+    with RunStore(path) as store:
+        for i in range(runs):
+            store.start_run(f"run-{i}", agent=None, model="m", prompt="p")
+            store.add_step(f"run-{i}", "input", {"messages": [{"role": "user", "text": "p"}]})
+            if i % 2:
+                store.end_run(f"run-{i}", "completed")
+    with sqlite3.connect(path) as conn:  # another host's kernel runs half of the running ones
+        conn.execute("INSERT INTO tinyagents_leases VALUES ('far:7:x', 'far', 7, 1.0, ?)", (time.time(),))
+        conn.execute("UPDATE tinyagents_runs SET owner = 'far:7:x' WHERE status = 'running' AND rowid % 4 = 1")
+    with RunStore(path) as reader:
+        started = time.perf_counter()
+        listed = reader.runs()
+        took = time.perf_counter() - started
+    running = sum(1 for r in listed if r.status == "running")
+    line(f"runs() over {len(listed)} runs ({running} running, leases checked): {took * 1e3:.1f} ms")
+
+
 async def amain(quick: bool) -> None:
     header("durable runs: journal overhead per turn, resume time")
     with tempfile.TemporaryDirectory() as folder:
@@ -113,6 +135,7 @@ async def amain(quick: bool) -> None:
         await session_overhead(Path(folder), 3 if quick else 20)
         await resume(store, 20 if quick else 200)
         store.close()
+        listing(Path(folder), 40 if quick else 200)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -230,6 +230,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
         "StoredRun",
         "plan_resume",
         "resume_run",
+        "resume_streaming",
     ],
     "memory": [
         "COMPACTED_TAG",

@@ -1,5 +1,6 @@
 """Clicks in a real JupyterLab while a `%%agent` cell waits (the default mode): Pause, Send, Resume,
-Stop, and the approval cards' Approve and Deny.
+Stop, and the approval cards' Approve and Deny; then ``%agent resume`` of a run a dead kernel left,
+whose cut-off call asks **Run again** and whose pending approval is asked again, in the same cell.
 
 The kernel tests send the same clicks as comm messages; this checks what a person meets: the
 buttons are live while the cell shows ``[*]``, each press is acknowledged in words, and the
@@ -36,6 +37,21 @@ CELLS = [
     ),
     "%%agent --model slow --name story\nTell me a long story.",
     "%%agent --model payer --tools transfer\nPay A 5 and B 900.",
+    (  # a run as a killed kernel leaves it in the store: transfer p3 cut off while it ran, p4 not started
+        "import sqlite3\n"
+        "from tinyagents_nb.harness.durable import RunStore\n"
+        "session.register_model('resumer', ScriptedModel(['Resumed and done.']))\n"
+        "with RunStore(session.store_path) as store:\n"
+        "    store.start_run('run-dead', agent=None, model='resumer', prompt='pay C and D')\n"
+        "    store.add_step('run-dead', 'input', {'messages': [{'role': 'user', 'text': 'pay C and D'}]})\n"
+        "    calls = [{'id': 'p3', 'name': 'transfer', 'arguments': {'account': 'C', 'amount': 7}},\n"
+        "             {'id': 'p4', 'name': 'transfer', 'arguments': {'account': 'D', 'amount': 8}}]\n"
+        "    store.add_step('run-dead', 'model', {'message': {'role': 'assistant', 'tool_calls': calls}, 'usage': {}})\n"
+        "    store.add_step('run-dead', 'tool.started', {'id': 'p3', 'name': 'transfer'})\n"
+        "with sqlite3.connect(session.store_path) as conn:\n"
+        "    conn.execute(\"UPDATE tinyagents_runs SET owner = 'elsewhere:1:x' WHERE run_id = 'run-dead'\")"
+    ),
+    "%agent resume run-dead",
 ]
 
 
@@ -100,5 +116,26 @@ def test_pause_send_stop_and_approvals_work_while_the_cell_waits(tmp_path: Path)
             expect(out).to_contain_text("too much")  # the denial reached the model, and the record
             expect(out).to_contain_text("Paid A; B was refused.")
             page.screenshot(path=str(ARTIFACTS / "lab-approvals-decided.png"), full_page=True)
+
+            # %agent resume: the cut-off call asks Run again / Skip, then the pending call Approve / Deny
+            _run_cell(page, 4)
+            expect(panel.locator(".jp-Cell").nth(4).locator(".jp-InputPrompt")).to_contain_text("[5]", timeout=30_000)
+            _run_cell(page, 5)
+            resumed = panel.locator(".jp-Cell").nth(5)
+            out = resumed.locator(".jp-Cell-outputArea")
+            expect(out.locator("button", has_text="Run again")).to_have_count(1, timeout=60_000)
+            expect(out).to_contain_text("may already have taken effect")
+            expect(out.locator("button", has_text="Skip")).to_have_count(1)
+            expect(resumed.locator(".jp-InputPrompt")).to_contain_text("[*]")
+            out.locator("button", has_text="Skip").scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "lab-resume-card.png"), full_page=True)
+            out.locator("button", has_text="Run again").click()
+            expect(out.locator("button", has_text="Approve")).to_have_count(1, timeout=10_000)
+            out.locator("button", has_text="Approve").click()
+            expect(resumed.locator(".jp-InputPrompt")).to_contain_text("[6]", timeout=30_000)
+            expect(out).to_contain_text("Resumed and done.")
+            expect(out).to_contain_text("resumed run run-dead from step 2")
+            out.scroll_into_view_if_needed()
+            page.screenshot(path=str(ARTIFACTS / "lab-resume-decided.png"), full_page=True)
         finally:
             browser.close()

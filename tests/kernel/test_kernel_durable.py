@@ -9,8 +9,9 @@ interrupted run) and resumes it. Every trial checks: the run completes; a non-id
 happened at most once (exactly once when the approval is given again on resume); spend is counted
 once; and the transcript sent to the model answers every tool call.
 
-The default suite runs three trials (inside a tool, while an approval waits, at a random moment);
-``TINYAGENTS_KILL_TRIALS=N`` runs N random ones, the figures in docs/durable-runs.md.
+The default suite runs three trials on each ipykernel major (inside a tool, while an approval
+waits, at a random moment) and one where the kernel is killed again while the resume's Run again
+card waits (the cut-off call must never run unasked after that); ``TINYAGENTS_KILL_TRIALS=N`` runs N random ones, the figures in docs/durable-runs.md.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ import pytest
 from tinyagents_nb.harness import AssistantMessage, ToolMessage, load_messages
 from tinyagents_nb.harness.durable import RunStore
 
-from ._kernel import KernelHarness
+from ._kernel import KernelHarness, LiveCell
+from .conftest import K6_PYTHON
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 
@@ -37,13 +39,13 @@ KINDS = ("stream", "tool", "approval", "random")
 TOKENS_PER_CALL = 110
 
 
-def _kernel(folder: Path) -> KernelHarness:
+def _kernel(folder: Path, python: str) -> KernelHarness:
     env: dict[str, str | None] = {
         "JPY_SESSION_NAME": str(folder / "trial.ipynb"),
         "TINYAGENTS_NB_STORE_DIR": None,  # the default place: beside the notebook
         "DURABLE_FOLDER": str(folder),
     }
-    kernel = KernelHarness(sys.executable, folder, env=env)
+    kernel = KernelHarness(python, folder, env=env)
     kernel.execute(f"import sys; sys.path.insert(0, {str(HERE)!r})")
     return kernel
 
@@ -99,12 +101,12 @@ def _transcript_answers_every_call(store: RunStore, run_id: str) -> None:
     assert not open_calls
 
 
-def trial(folder: Path, kind: str, rng: random.Random) -> str:
+def trial(folder: Path, kind: str, rng: random.Random, python: str = sys.executable) -> str:
     """One kill-restart-resume trial; returns what happened (``interrupted`` / ``before`` / ``after``)."""
     folder.mkdir(parents=True)
     (folder / "trial.ipynb").write_text("{}")
     approve_again = kind == "approval" or rng.random() < 0.5
-    kernel = _kernel(folder)
+    kernel = _kernel(folder, python)
     try:
         _load(kernel, "ask")
         kernel.kc.execute("%%agent --model trial\npay, look up and send the receipt", allow_stdin=True)
@@ -128,12 +130,12 @@ def trial(folder: Path, kind: str, rng: random.Random) -> str:
     if original.status == "completed":
         return "after"
     assert original.status == "interrupted"
-    kernel = _kernel(folder)
+    kernel = _kernel(folder, python)
     try:
         said = _load(kernel, "approve" if approve_again else "deny")
         assert "1 interrupted run" in said
         assert "%agent resume" in said
-        out = kernel.execute("%agent resume", timeout=60).stdout
+        out = kernel.execute("%agent resume", timeout=60).text()
     finally:
         kernel.close()
     assert "all done" in out, out
@@ -165,17 +167,73 @@ def _count() -> int:
     return int(os.environ.get("TINYAGENTS_KILL_TRIALS", "0"))
 
 
+def _python(major: int) -> str:
+    if major == 7:
+        return sys.executable
+    if not K6_PYTHON.exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"the ipykernel 6.x environment is missing ({K6_PYTHON}); ./dev test creates it")
+        pytest.skip(f"no ipykernel 6.x environment at {K6_PYTHON} (./dev test creates .venv-k6)")
+    return str(K6_PYTHON)
+
+
+@pytest.mark.parametrize("major", [7, 6], ids=["ipykernel7", "ipykernel6"])
 @pytest.mark.parametrize("kind", ["tool", "approval", "random"])
-def test_a_killed_kernel_resumes_its_run(kind: str, tmp_path: Path) -> None:
-    trial(tmp_path / kind, kind, random.Random(kind))
+def test_a_killed_kernel_resumes_its_run(kind: str, major: int, tmp_path: Path) -> None:
+    trial(tmp_path / kind, kind, random.Random(kind), _python(major))
 
 
 @pytest.mark.skipif(not _count(), reason="set TINYAGENTS_KILL_TRIALS=N for the many-trial run")
-def test_many_random_kills(tmp_path: Path) -> None:
+@pytest.mark.parametrize("major", [7, 6], ids=["ipykernel7", "ipykernel6"])
+def test_many_random_kills(major: int, tmp_path: Path) -> None:
+    python = _python(major)
     rng = random.Random(int(os.environ.get("TINYAGENTS_KILL_SEED", "7")))
     outcomes: dict[str, int] = {}
     for index in range(_count()):
         kind = KINDS[index % len(KINDS)]
-        outcome = trial(tmp_path / f"t{index}", kind, rng)
+        outcome = trial(tmp_path / f"t{index}", kind, rng, python)
         outcomes[f"{kind}:{outcome}"] = outcomes.get(f"{kind}:{outcome}", 0) + 1
     print(f"\nkill trials: {sorted(outcomes.items())}")
+
+
+def test_a_kernel_killed_while_the_resume_card_waits_leaves_the_run_resumable(tmp_path: Path) -> None:
+    """Killed inside ``charge``, killed again while ``%agent resume``'s Run again card waits, resumed with nobody to ask.
+
+    One major only (15 s, three kernels): what it checks is that nothing of the resumed run is
+    journaled before the card is answered; the clicks' delivery on both majors is
+    ``test_kernel_resume_card``'s.
+    """
+    python = sys.executable
+    folder = tmp_path / "card"
+    folder.mkdir()
+    (folder / "trial.ipynb").write_text("{}")
+    kernel = _kernel(folder, python)
+    try:
+        _load(kernel, "ask")
+        kernel.kc.execute("%%agent --model trial\npay, look up and send the receipt", allow_stdin=True)
+        _wait_phase(folder, "tool charge")
+    finally:
+        _kill(kernel)
+    assert _lines(folder / "charge.log") == 1
+    kernel = _kernel(folder, python)
+    try:
+        _load(kernel, "ask")
+        cell = LiveCell(kernel, "%agent resume")
+        assert cell.pump(lambda c: any(s.get("description") == "Run again" for s in c.models.values()), timeout=30)
+    finally:
+        _kill(kernel)  # while the card waits: nothing of the resumed run was journaled
+    store_path = folder / ".tinyagents" / "trial.sqlite"
+    with RunStore(store_path) as store:  # the job is still resumable: the original, or the resumed run if it
+        interrupted = [r for r in store.runs() if r.status == "interrupted"]  # was journaled before its card
+        assert len(interrupted) == 1
+    assert _lines(folder / "charge.log") == 1
+    kernel = _kernel(folder, python)
+    try:
+        _load(kernel, "deny")  # nobody approves it this time: the cut-off charge must not run again
+        out = kernel.execute("%agent resume", timeout=60).text()
+    finally:
+        kernel.close()
+    assert "all done" in out, out
+    assert _lines(folder / "charge.log") == 1  # never run unasked, however often the resume was cut off
+    assert _lines(folder / "send.log") == 0  # denied
+    assert _lines(folder / "lookup.log") >= 1

@@ -111,3 +111,25 @@ def test_variables_the_run_made_are_named_to_the_model_and_offered_as_a_cell(
         (resumed,) = [r for r in store.runs() if r.resumed_from == "run-old"]
         assert resumed.prompt == "analyse"  # labelled by the job's prompt, not by the note
         assert resumed.from_step == 3
+
+
+def test_a_stopped_run_resumes_when_named_and_is_never_offered_unnamed(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_path = tmp_path / "runs.sqlite"
+    with RunStore(store_path) as store:  # a run someone stopped (e.g. its resume, on the approval card)
+        store.start_run("run-stopped", agent=None, model="function", prompt="sum up")
+        store.add_step("run-stopped", "input", {"messages": [{"role": "user", "text": "sum up"}]})
+        store.end_run("run-stopped", "cancelled")
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store_path)!r}")
+    run_ok(shell, "%agent reset")
+    get_session().register_model("function", FunctionModel(lambda request: "summed"))
+    capsys.readouterr()
+    unnamed = shell.run_cell("%agent resume")
+    assert unnamed.error_in_exec is not None  # nothing interrupted, no run of this session: nothing to resume
+    run_ok(shell, "%agent resume stopped")
+    out = capsys.readouterr().out
+    assert "summed" in out
+    assert "resumed run run-stopped from step 0" in out
+    with RunStore(store_path) as store:
+        assert store.get("run-stopped").status == "resumed"  # type: ignore[union-attr]

@@ -74,6 +74,8 @@ class ApprovalRequest:
     arguments: Mapping[str, Any]
     run_id: str
     requested_at: float = 0.0
+    rerun: bool = False
+    """The call was cut off by an interruption and may have taken effect: approving runs it again (resume)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -90,6 +92,8 @@ class ApprovalDecision:
     arguments_sha256: str = ""
     edited: bool = False
     decided_at: float = 0.0
+    rerun: bool = False
+    """A resumed run's decision about a call an interruption cut off (approved: it runs again)."""
 
 
 class _Entry:
@@ -172,6 +176,7 @@ class ApprovalDesk:
             arguments_sha256=digest,
             edited=digest != arguments_sha256(request.arguments),
             decided_at=entry.clock.time(),
+            rerun=request.rerun,
         )
         self._settle(entry, decision)
         return decision
@@ -270,6 +275,7 @@ def decision_for(
         arguments=request.arguments,
         arguments_sha256=arguments_sha256(request.arguments),
         decided_at=decided_at,
+        rerun=request.rerun,
         **extra,
     )
 

@@ -64,13 +64,15 @@ async def gate_tool_call(
     on_deadline: Callable[[], RunTimeout],
     timeout_s: float | None = None,
     timeout_action: ApprovalTimeoutAction = "deny",
+    rerun: bool = False,
 ) -> ToolCall | ToolResult:
     """The call to run (possibly with approved, edited arguments), or the error result of a denial.
 
     Called by the loop for every tool call; a tool without ``requires_approval`` costs one
     ``getattr``. Raises ``Cancelled`` when a Stop ends the wait and the run's ``RunTimeout``
     when its deadline does (after recording the withdrawn request), and ``ApprovalError`` when
-    nobody answered within ``timeout_s`` and ``timeout_action`` is ``fail``.
+    nobody answered within ``timeout_s`` and ``timeout_action`` is ``fail``. ``rerun`` marks the
+    request as a resumed run's question about a call an interruption cut off.
     """
     rule = getattr(tool, "requires_approval", False)
     if rule is False or rule is None:
@@ -80,7 +82,12 @@ async def gate_tool_call(
         return call
     clock = ctx.clock
     request = ApprovalRequest(
-        call_id=call.id, tool_name=call.name, arguments=call.arguments, run_id=ctx.run_id, requested_at=clock.time()
+        call_id=call.id,
+        tool_name=call.name,
+        arguments=call.arguments,
+        run_id=ctx.run_id,
+        requested_at=clock.time(),
+        rerun=rerun,
     )
     ctx.emit(ApprovalRequested, call_id=call.id, tool_name=call.name, arguments=call.arguments)
     desk: ApprovalDesk | None = ctx.approvals
@@ -192,6 +199,7 @@ def _emit_decided(ctx: RunContext[Any], decision: ApprovalDecision, wait_s: floa
         arguments=decision.arguments if decision.edited else None,
         decided_at=decision.decided_at,
         wait_s=wait_s,
+        rerun=decision.rerun,
     )
 
 

@@ -267,6 +267,7 @@ class ApprovalDecided(AgentEvent):
     arguments: Any = None
     decided_at: float = 0.0
     wait_s: float = 0.0
+    rerun: bool = False  # about a call an interruption cut off, asked by a resumed run
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -21,26 +21,18 @@ from typing import Any, cast
 from IPython.core.error import UsageError
 
 from tinyagents_nb.harness import AgentRun, Tool
-from tinyagents_nb.harness.durable import plan_resume
 from tinyagents_nb.harness.providers import known_providers
 
 from ._approval_commands import APPROVAL_COMMANDS
 from ._batch_commands import batch_command
 from ._command_host import Command, CommandHost
 from ._display import context_text, models_frame, summary_line, tools_frame, usd_text
-from ._durable import (
-    find_interrupted,
-    missing_note,
-    missing_variables,
-    offer_cells,
-    resume_interrupted,
-    run_store_of,
-)
 from ._handle import NotebookRun
 from ._mcp import mcp_command
-from ._notebook import NOTEBOOK_COMMANDS, run_access
+from ._notebook import NOTEBOOK_COMMANDS
 from ._offline import OFFLINE_MODEL
 from ._pricing import set_price
+from ._resume_cell import ResumeHost, resume_command
 from ._rlm_commands import RLM_COMMANDS
 from ._session import NotebookSession
 from ._store_place import session_store_path
@@ -171,45 +163,8 @@ def _pause(host: CommandHost, session: NotebookSession, args: list[str]) -> None
 
 
 def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
-    """A paused run of this kernel continues; otherwise an interrupted run resumes from its journal."""
-    ref = _at_most_one("resume", args, "run")
-    stored = None if session.active_runs() and ref is None else find_interrupted(run_store_of(session), ref)
-    if stored is None:
-        run = _active(session, ref, "resume")
-        run.resume()
-        print(f"resuming {run.label}")
-        return
-    print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
-    user_ns = getattr(host.shell, "user_ns", None)
-    missing = missing_variables(plan_resume(run_store_of(session), stored.run_id).messages, user_ns or {})
-    if missing and user_ns is not None:
-        print(
-            f"gone with the restart: {', '.join(sorted(missing))} (made by the run's run_code); the run is told, "
-            "and the code that made them is in a new cell below, to run if you want them back"
-        )
-        offer_cells(host.shell, missing)
-    notebook_tools, _, _ = run_access(cast(Any, host), None, mode="background", rlm=False, system=None)
-    if session.approvals != "approve":
-        print(
-            "a call that was cut off in a tool that is not idempotent, or waiting for approval, is skipped with a "
-            'note to the model (%config AgentMagics.approvals = "approve" runs such calls again)'
-        )
-    done = resume_interrupted(
-        stored,
-        store=run_store_of(session),
-        model=session.resolve_model(stored.model),
-        tools=[*session.tools, *notebook_tools],
-        loop=session.loop,
-        max_model_calls=session.max_model_calls,
-        system_prompt=session.system_prompt,
-        unattended="approve" if session.approvals == "approve" else "deny",
-        note=missing_note(missing) if missing and user_ns is not None else None,
-    )
-    print(done.final_text)
-    print(
-        f"[{done.status} · run {done.run_id} resumed run {stored.run_id} from step {stored.steps - 1} · "
-        f"{done.usage.total_tokens:,} tokens in all]"
-    )
+    """A paused run of this kernel continues; otherwise an interrupted run resumes from its journal (see ``_resume_cell``)."""
+    resume_command(cast(ResumeHost, host), args)  # AgentMagics is both; the table is typed on the narrower one
 
 
 def _steer(host: CommandHost, session: NotebookSession, args: list[str]) -> None:

@@ -3,31 +3,39 @@
 Every run the session starts is journaled step by step to the session's ``RunStore`` (the same
 SQLite file as its history when ``store_path`` is set). After a kernel restart, runs whose kernel
 died show as ``interrupted`` with what they spent; ``%agent resume RUN`` continues one from its last
-completed step with the session's current tools, on the session's loop.
+completed step with the session's current tools, on the session's loop, shown and waited for as a
+``%%agent`` cell's run is: its dashboard streams, its Stop works, and a call the interruption cut off
+(or whose approval was pending) is asked about on its approval card.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import threading
 import weakref
-from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents_nb.harness import (
     AgentHarness,
-    AgentRun,
     AssistantMessage,
     ChatModel,
     Message,
+    RunContext,
     RunLimits,
     RunPolicy,
+    SteeringHandle,
     Tool,
     ToolMessage,
+    TreeBudget,
 )
-from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun
+from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun, resume_streaming
+from tinyagents_nb.harness.steering import SteeringPolicy
 
-from ._loop import SessionLoop
+from ._budget import unattended_decision
+from ._handle import NotebookRun, RunMode
+from ._pricing import run_notes
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -43,7 +51,7 @@ __all__ = [
     "missing_note",
     "missing_variables",
     "offer_cells",
-    "resume_interrupted",
+    "resumed_run",
 ]
 
 
@@ -52,6 +60,24 @@ class _Session(Protocol):
 
     @property
     def runs(self) -> list[Any]: ...
+
+
+class _ResumingSession(_Session, Protocol):
+    """What ``resumed_run`` reads of a ``NotebookSession`` (a protocol: the session module imports this one)."""
+
+    approvals: str
+    approval_timeout_s: float | None
+    can_answer: Callable[[], bool]
+    max_model_calls: int
+    system_prompt: str | None
+    context: RunContext[None]
+    noted: set[str]
+
+    def resolve_model(self, name: str | None = None) -> ChatModel: ...
+    def model_name(self, name: str | None = None) -> str: ...
+    def budgets_for(self, ctx: RunContext[Any], model: ChatModel) -> tuple[TreeBudget, ...]: ...
+    def start(self, run: NotebookRun, *, mode: RunMode) -> None: ...
+    def adopt(self, run: NotebookRun) -> None: ...
 
 
 _stores: weakref.WeakKeyDictionary[Any, RunStore] = weakref.WeakKeyDictionary()
@@ -134,11 +160,20 @@ def announce_interrupted(store: RunStore) -> None:
 
 
 def find_interrupted(store: RunStore, ref: str | None) -> StoredRun | None:
-    """The interrupted run named by id or id suffix (4+ characters), or the newest when ``ref`` is ``None``."""
-    interrupted = [r for r in store.runs() if r.status == "interrupted"]
+    """The interrupted run named by id or id suffix (4+ characters), or the newest when ``ref`` is ``None``.
+
+    Named, a run that was stopped or failed can be continued too (one whose resume was stopped on
+    its approval card, say); only interrupted runs are offered without a name.
+    """
+    runs = store.runs()
     if ref is None:
-        return interrupted[0] if interrupted else None
-    matches = [r for r in interrupted if r.run_id == ref or (len(ref) >= 4 and r.run_id.endswith(ref))]
+        return next((r for r in runs if r.status == "interrupted"), None)
+    matches = [
+        r
+        for r in runs
+        if r.status in ("interrupted", "cancelled", "failed")
+        and (r.run_id == ref or (len(ref) >= 4 and r.run_id.endswith(ref)))
+    ]
     return matches[0] if len(matches) == 1 else None
 
 
@@ -205,29 +240,49 @@ def offer_cells(shell: Any, missing: Mapping[str, str]) -> None:
         shell.set_next_input("\n\n".join([header, *codes]), replace=False)
 
 
-def resume_interrupted(
-    run: StoredRun,
+def resumed_run(
+    session: _ResumingSession,
+    stored: StoredRun,
     *,
-    store: RunStore,
-    model: ChatModel,
     tools: Sequence[Tool],
-    loop: SessionLoop,
-    max_model_calls: int,
-    system_prompt: str | None,
-    unattended: Literal["approve", "deny"] = "deny",
     note: str | None = None,
-) -> AgentRun:
-    """Resume ``run`` with the session's tools and model on its loop, waiting for it to end.
+) -> NotebookRun:
+    """A ``NotebookRun`` that continues ``stored`` on the session (not started; ``present`` shows and starts it).
 
-    Calls that need a decision (an interrupted call of a tool that is not idempotent, a pending
-    approval) are decided by ``unattended``: the session's ``approvals`` setting (``approve`` runs
-    them again, anything else skips them with a note to the model).
+    Its calls that need a decision (a cut-off call of a tool that is not idempotent, a pending
+    approval) wait on the run's approval cards, as a ``%%agent`` run's do; where nobody can click
+    (headless, or ``AgentMagics.approvals`` is ``deny``/``approve``) the setting decides at once:
+    ``approve`` runs them again, anything else skips them with a note to the model.
     """
+    store = run_store_of(session)
+    model = session.resolve_model(stored.model)
+    attended, unattended = unattended_decision(session.approvals, session.can_answer)
     harness: AgentHarness[None] = AgentHarness(
         model=model,
         tools=list(tools),
-        middleware=[DurableJournal(store, agent=run.agent, model=run.model)],
-        policy=RunPolicy(limits=RunLimits(max_model_calls=max_model_calls), unattended_approval=unattended),
-        system_prompt=system_prompt,
+        middleware=[DurableJournal(store, agent=stored.agent, model=stored.model)],
+        policy=RunPolicy(
+            limits=RunLimits(max_model_calls=session.max_model_calls),
+            unattended_approval=unattended or "deny",  # nobody to ask: skipped with a note, as in a script
+            approval_timeout_s=session.approval_timeout_s,
+        ),
+        system_prompt=session.system_prompt,
+        name=stored.agent,
     )
-    return loop.submit(harness.resume(run.run_id, store=store, note=note)).result()
+    ctx = session.context.new_root(tags=("notebook",), steering=SteeringHandle(SteeringPolicy.allow_all()))
+    ctx.budgets = session.budgets_for(ctx, model)
+    stream = resume_streaming(harness, stored.run_id, store=store, context=ctx, note=note)
+    stream.approvals.attended = attended
+    resumed = f"resumed run {stored.run_id} from step {stored.steps - 1}"
+    notes = functools.partial(run_notes, session.context.costs, session.noted)
+    run = NotebookRun(
+        stream=stream,
+        harness=harness,
+        prompt=stored.prompt,
+        model=stored.model or session.model_name(),
+        name=stored.agent,
+        launcher=lambda run, mode: session.start(run, mode=mode),
+        notes=lambda run: [resumed, *notes(run)],
+    )
+    session.adopt(run)
+    return run

@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import os
-import sys
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar, cast
 
@@ -34,23 +33,23 @@ from IPython.display import display as _display
 from traitlets import Bool, Enum, Float, Int, Unicode, observe
 
 from tinyagents_nb.harness import TinyAgentsError
-from tinyagents_nb.widgets import RunDashboard
 
 from . import _map_cell
 from ._budget import frontend_can_answer
 from ._commands import COMMANDS, run_command, wait_command_async
 from ._handle import NotebookRun, RunMode
-from ._headless import FOREGROUND_NOTE, RecordRelay, executed_headless, unseen_widgets
+from ._headless import RecordRelay, executed_headless
 from ._interpolate import InterpolationError, interpolate
 from ._notebook import NOTEBOOK_PROMPTS, new_access, prompt_async, run_access
-from ._output import CellView
+from ._present import present
 from ._rerun import RerunWatch
+from ._resume_cell import resume_command_async
 from ._rlm import output_class, rlm_starter
 from ._run_settings import RunSettings
 from ._session import NotebookSession, _replace_session, get_session
 from ._store_place import StoreSettings, session_store_path
 from ._usage import parse_line, positive_int, usage_error
-from ._waiting import UNREACHABLE, Delivery, interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
+from ._waiting import Delivery, interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
 
 __all__ = ["BLOCKING_ENV", "AgentMagics", "usage_error"]
 
@@ -396,24 +395,7 @@ class AgentMagics(magic.Magics, StoreSettings, RunSettings):
         for old in session.supersede(key):
             print(f"stopped the earlier run {old.label} of this cell before running it again")
         self._bind(run, args.name)
-        headless = executed_headless(self.shell)
-        with unseen_widgets(headless):  # the dashboard and the run's tasks: no widget state in a headless file
-            dashboard = RunDashboard(run.stream, title=args.name, model=run.model, throttle_hz=self.throttle_hz)
-            run.dashboard = dashboard
-            after = session.predecessor(run)
-            if after is not None:
-                dashboard.queued = f"queued behind run {after.label} on this thread"
-            if mode == "waiting" and delivery == "none":
-                dashboard.controls.unreachable = UNREACHABLE
-            dashboard.flush()
-            late = mode == "background" and headless  # its record may come after the cell
-            view = CellView(run, self.shell, relay=self.relay if late else None, widget=not headless)
-            run.view = view
-            if foreground:
-                print(FOREGROUND_NOTE)
-            sys.stdout.flush()  # earlier lines of this cell stay above the dashboard
-            view.show()
-            session.start(run, mode=mode)
+        present(self, session, run, mode=mode, delivery=delivery, title=args.name, foreground=foreground)
         return run, mode
 
     def run_prompt(self, line: str, prompt: str, *, propose: bool = False) -> None:
@@ -444,6 +426,7 @@ class AgentMagics(magic.Magics, StoreSettings, RunSettings):
         stop [RUN|all]      cancel the latest active run (or RUN, or every active run)
         wait [RUN|all] [--timeout S]  wait for every active run (or RUN) to end; ■ stops waiting
         pause [RUN]         hold a run before its next model call; resume [RUN] releases it
+        resume [RUN]        else continue a run a dead kernel interrupted (%agent runs lists them)
         steer [-r RUN] TEXT add a user message the run's next model call sees
         redirect [-r RUN] TEXT  change a run's course with a system instruction
         cost                cost and tokens by run, agent and model
@@ -472,11 +455,13 @@ class AgentMagics(magic.Magics, StoreSettings, RunSettings):
             raise usage_error(exc) from None
 
     async def agent_wait_async(self, line: str) -> Any:
-        """``%agent wait|fix|explain …`` as an awaiting statement (ipykernel 7.x): buttons work while it waits."""
+        """``%agent wait|fix|explain|resume …`` as an awaiting statement (ipykernel 7.x): buttons work while it waits."""
         args = parse_line(self.agent_line, line, commands=COMMANDS)
         try:
             if args.command in NOTEBOOK_PROMPTS:  # %agent fix / explain: their run waits as an awaiting cell does
                 return await prompt_async(self, args.command, list(args.args))
+            if args.command == "resume":  # an interrupted run's resumption waits as an awaiting cell does
+                return await resume_command_async(self, list(args.args))
             if args.command != "wait":  # the transformer only sends these lines; anything else runs as usual
                 return run_command(self, args.command, list(args.args))
             await wait_command_async(self, list(args.args))

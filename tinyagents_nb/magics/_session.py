@@ -327,6 +327,9 @@ class NotebookSession:
         unknown_price: Literal["allow", "refuse"] = "allow" if isinstance(model, OfflineModel) else "refuse"
         return notebook_budgets(ctx.run_id, self.max_cost_usd, self.session_max_cost_usd, unknown_price)
 
+    def adopt(self, run: NotebookRun) -> None:
+        self._runs.append(run)  # a run made elsewhere (%agent resume's) is one of this session's
+
     @property
     def runs(self) -> list[NotebookRun]:
         """Every run of this session, oldest first."""

@@ -338,12 +338,12 @@ def agent_cell_transformer(decide: Callable[[list[str]], bool]) -> Callable[[lis
     return transform
 
 
-_AWAITING = frozenset({"wait", "fix", "explain"})
+_AWAITING = frozenset({"wait", "fix", "explain", "resume"})
 """The ``%agent`` commands that wait for runs, so ``agent_wait_transformer`` makes their lines awaiting ones."""
 
 
 def _is_wait_line(line: str) -> bool:
-    """Whether ``line`` is ``%agent wait|fix|explain …`` (the command's own word, before ``{name}`` expansion)."""
+    """Whether ``line`` is ``%agent wait|fix|explain|resume …`` (the command's own word, before ``{name}`` expansion)."""
     if not line.startswith(("%agent ", "%agent\t")):
         return False
     try:

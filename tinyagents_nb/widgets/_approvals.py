@@ -1,5 +1,8 @@
 """Approval cards: one card per tool call waiting for a person, with Approve, Deny and a reason.
 
+A resumed run asks about a call its interruption cut off (``ApprovalRequest.rerun``) on the same
+card, worded for that choice: **Run again** or **Skip** with a note to the model.
+
 The cards mirror the run tree's ``ApprovalDesk`` (its pending calls, read at each flush), so a call
 decided elsewhere (``%agent approve``, another dashboard, a sub-agent's own handle) disappears here
 too. Button callbacks may run on any thread (see ``_controls``): they only call the run handle's
@@ -36,24 +39,33 @@ class ApprovalCard:
         self._stream = stream
         self.request = request
         self._original = _pretty(request.arguments)
+        rerun = request.rerun
+        ask = "Run this call again?" if rerun else "Approve tool call?"
+        why = " The run was interrupted while it ran: it may already have taken effect." if rerun else ""
         self.title: Any = widgets.HTML(
-            f"<b>Approve tool call?</b> <code>{esc(request.tool_name)}</code> "
-            f"<span style='opacity:.6'>({esc(request.call_id)})</span>"
+            f"<b>{ask}</b> <code>{esc(request.tool_name)}</code> "
+            f"<span style='opacity:.6'>({esc(request.call_id)})</span>{why}"
         )
         self.arguments: Any = widgets.Textarea(
             value=self._original, layout=widgets.Layout(width="100%", height="6em"), description=""
         )
         self.reason: Any = widgets.Text(
             value="",
-            placeholder="Reason (told to the model on Deny)",
+            placeholder="Note to the model (on Skip)" if rerun else "Reason (told to the model on Deny)",
             layout=widgets.Layout(flex="1 1 14em", min_width="14em"),
         )
         keep = {"flex": "0 0 auto", "width": "auto", "min_width": "7.5em"}  # never squeezed to a bare ✓/✗ square
         self.approve: Any = widgets.Button(
-            description="Approve", icon="check", button_style="success", layout=widgets.Layout(**keep)
+            description="Run again" if rerun else "Approve",
+            icon="redo" if rerun else "check",
+            button_style="success",
+            layout=widgets.Layout(**keep),
         )
         self.deny: Any = widgets.Button(
-            description="Deny", icon="times", button_style="warning", layout=widgets.Layout(**keep)
+            description="Skip" if rerun else "Deny",
+            icon="forward" if rerun else "times",
+            button_style="warning",
+            layout=widgets.Layout(**keep),
         )
         self.error: Any = widgets.HTML("")
         self.approve.on_click(self._on_approve)

@@ -132,10 +132,14 @@ class Decision:
     reason: str | None = None
     edited: bool = False
     caption: str = ""
+    rerun: bool = False
+    """About a call an interruption cut off (a resumed run's **Run again** / **Skip** card)."""
 
     def text(self) -> str:
-        """``✓ approved send_email (by alice)``, ``✗ denied wipe (unattended: nobody could answer)``."""
+        """``✓ approved send_email (by alice)``, ``✗ denied wipe (unattended: …)``, ``✓ ran charge again (by dashboard)``."""
         verb = "approved" if self.approved else "withdrawn" if self.decided_by == "withdrawn" else "denied"
+        if self.rerun and verb != "withdrawn":
+            verb = "ran again:" if self.approved else "skipped:"
         mark = "✓" if self.approved else "✗"
         edited = " with edited arguments" if self.edited else ""
         reason = " ".join((self.reason or "").split())
@@ -256,6 +260,7 @@ class RunLog:
             reason=event.reason,
             edited=event.edited,
             caption=caption,
+            rerun=bool(getattr(event, "rerun", False)),
         )
         self.decisions = [*self.decisions[-(self._max - 1) :], decision] if self._max > 1 else [decision]
         return decision

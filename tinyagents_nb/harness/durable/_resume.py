@@ -124,6 +124,7 @@ async def _decide(
         remaining_s=lambda: None,
         on_deadline=_deadline,
         timeout_s=harness.policy.approval_timeout_s,
+        rerun=interrupted,
     )
 
 

@@ -17,11 +17,9 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import sqlite3
 import threading
 import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from decimal import Decimal
@@ -32,6 +30,7 @@ from .._cost import CostTracker
 from .._errors import ConfigurationError, StoreError
 from .._usage import Usage
 from ..stores import open_sqlite
+from ._owner import LEASE_S, LEASE_SCHEMA, Heartbeat, Lease, alive, me
 
 __all__ = ["Pruned", "RunStore", "RunStoreCorrupt", "RunStoreVersionError", "StoredRun", "StoredStep"]
 
@@ -43,8 +42,8 @@ _SCHEMA = (
     "ended_at REAL, resumed_from TEXT, from_step INTEGER, resumed_by TEXT)",
     "CREATE TABLE IF NOT EXISTS tinyagents_steps (run_id TEXT NOT NULL, seq INTEGER NOT NULL, kind TEXT NOT NULL, "
     "data TEXT NOT NULL, ts REAL NOT NULL, PRIMARY KEY (run_id, seq)) WITHOUT ROWID",
+    LEASE_SCHEMA,
 )
-_PROCESS = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex}"
 
 RunStatus = Literal["running", "completed", "failed", "cancelled", "interrupted", "resumed"]
 
@@ -106,37 +105,31 @@ def _is_busy(exc: BaseException) -> bool:
     return isinstance(exc, sqlite3.OperationalError) and ("locked" in str(exc) or "busy" in str(exc))
 
 
-def _owner_alive(owner: str) -> bool:
-    """Whether the process that owns a running run is still there (this process, or a live pid here)."""
-    if owner == _PROCESS:
-        return True
-    host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit() or int(pid_text) == os.getpid():
-        return False  # another host cannot be checked; our own pid with another token is a previous kernel
-    try:
-        os.kill(int(pid_text), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class RunStore:
     """A SQLite file of run steps, shared by the process that runs and the one that resumes.
 
+    A run started here is ``running`` for every reader while this process lives, and
+    ``interrupted`` once it is gone: see ``_owner`` for how a reader tells (host, pid, process start
+    time, and a heartbeat this store refreshes every ``lease_s / 3`` while it has started runs).
+
     Args:
         path: The database file (parent folders are created) or ``":memory:"``.
+        lease_s: How long a heartbeat vouches for its process, for readers that cannot probe it
+            (another host sharing the folder, or no process start times on this platform).
 
     Raises:
         RunStoreCorrupt: The file exists but is not a run store SQLite can read.
         RunStoreVersionError: The file was written by a newer schema version.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], *, lease_s: float = LEASE_S) -> None:
+        if not lease_s > 0:
+            raise ConfigurationError(f"lease_s must be > 0 seconds, got {lease_s!r}")
         self._path = os.fspath(path)
         self._lock = threading.RLock()
+        self.lease_s = float(lease_s)
+        self._heartbeat: Heartbeat[RunStore] | None = None
+        self._heartbeat_pid = -1
         self._check_file()  # before anything could write to it
         try:
             _, self._conn = open_sqlite(
@@ -218,11 +211,30 @@ class RunStore:
         from_step: int | None = None,
     ) -> None:
         """Record a run as running in this process (a second call for the same run changes nothing)."""
+        owner = self._hold_lease()
         self._execute(
             "INSERT OR IGNORE INTO tinyagents_runs (run_id, status, agent, model, prompt, owner, started_at, "
             "resumed_from, from_step) VALUES (?, 'running', ?, ?, ?, ?, ?, ?, ?)",
-            (run_id, agent, model, prompt[:500], _PROCESS, time.time(), resumed_from, from_step),
+            (run_id, agent, model, prompt[:500], owner, time.time(), resumed_from, from_step),
         )
+
+    def _hold_lease(self) -> str:
+        """Write this process's lease row (and keep its heartbeat going); returns its owner token."""
+        mine = me()
+        with self._lock:
+            if self._heartbeat is None or self._heartbeat_pid != mine.pid:
+                self._execute(
+                    "INSERT OR REPLACE INTO tinyagents_leases (owner, host, pid, started, heartbeat_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    (mine.token, mine.host, mine.pid, mine.started, time.time()),
+                )
+                self._heartbeat_pid = mine.pid
+                self._heartbeat = Heartbeat(self, RunStore._beat, self.lease_s / 3)
+        return mine.token
+
+    def _beat(self) -> None:
+        """Refresh this process's heartbeat: one small ``UPDATE``."""
+        self._execute("UPDATE tinyagents_leases SET heartbeat_at = ? WHERE owner = ?", (time.time(), me().token))
 
     def add_step(self, run_id: str, kind: str, data: Mapping[str, Any]) -> None:
         """Append one step, committed before this returns."""
@@ -282,9 +294,22 @@ class RunStore:
             sql, params = sql + " LIMIT ?", (*params, limit)
         return [self._summary(row) for row in self._rows(sql, params)]
 
+    def _lease(self, owner: str) -> Lease | None:
+        rows = self._rows(
+            "SELECT owner, host, pid, started, heartbeat_at FROM tinyagents_leases WHERE owner = ?", (owner,)
+        )
+        if not rows:
+            return None
+        token, host, pid, started, beat = rows[0]
+        return Lease(str(token), str(host), int(pid), None if started is None else float(started), float(beat))
+
+    def owner_alive(self, owner: str) -> bool:
+        """Whether the process that owns a running run (its ``owner`` token) is still there."""
+        return alive(owner, self._lease(owner), lease_s=self.lease_s)
+
     def _summary(self, row: tuple[Any, ...]) -> StoredRun:
         run_id, status, agent, model, prompt, owner, started, ended, resumed_from, from_step, resumed_by = row
-        if status == "running" and not _owner_alive(str(owner)):
+        if status == "running" and not self.owner_alive(str(owner)):
             status = "interrupted"
         steps = self.steps(str(run_id))
         usage, cost, calls = spend_of(steps)
@@ -363,13 +388,21 @@ class RunStore:
                 "SELECT run_id, status, owner FROM tinyagents_runs WHERE started_at < ?", (cutoff,)
             )
         ]
-        gone = [run_id for run_id, status, owner in old if status != "running" or not _owner_alive(owner)]
+        gone = [run_id for run_id, status, owner in old if status != "running" or not self.owner_alive(owner)]
+        live = {
+            str(r[0]) for r in self._rows("SELECT DISTINCT owner FROM tinyagents_runs WHERE status = 'running'", ())
+        }
         with self._lock:
             try:
                 self._conn.execute("BEGIN IMMEDIATE")
                 for run_id in gone:
                     self._conn.execute("DELETE FROM tinyagents_steps WHERE run_id = ?", (run_id,))
                     self._conn.execute("DELETE FROM tinyagents_runs WHERE run_id = ?", (run_id,))
+                for (owner,) in self._conn.execute(
+                    "SELECT owner FROM tinyagents_leases WHERE heartbeat_at < ?", (cutoff,)
+                ).fetchall():
+                    if str(owner) not in live:  # a lease nobody's running run names any more
+                        self._conn.execute("DELETE FROM tinyagents_leases WHERE owner = ?", (owner,))
                 events = 0
                 if "tinyagents_events" in tables:
                     events = self._conn.execute("DELETE FROM tinyagents_events WHERE ts < ?", (cutoff,)).rowcount
@@ -396,8 +429,11 @@ class RunStore:
         return Pruned(runs=len(gone), events=events, threads=threads)
 
     def close(self) -> None:
-        with self._lock, contextlib.suppress(sqlite3.Error):
-            self._conn.close()
+        with self._lock:
+            if self._heartbeat is not None:
+                self._heartbeat.stop()
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.close()
 
     def __enter__(self) -> RunStore:
         return self

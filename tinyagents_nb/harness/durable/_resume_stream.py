@@ -1,0 +1,125 @@
+"""Resume as a streaming run: the calls the interrupted turn left open are settled inside the run.
+
+``resume_run`` asks about a cut-off call before the resumed run starts, which suits a script that
+passes an ``ApprovalDesk``. A notebook resumes through a run handle instead (``AgentStream``): its
+dashboard shows the approval cards and its Stop must work while a card waits, so the question is
+asked after ``run.started``, inside the run's task and under its cancellation. A Stop there ends the
+resumed run ``cancelled`` before its first step is journaled, which leaves the original resumable.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any, Protocol
+
+from .._agent_stream import AgentStream
+from .._context import RunContext
+from .._cost import CostUnknownWarning
+from .._loop import RunLoop
+from .._loop_harness import LoopHarness
+from .._messages import UserMessage
+from .._run import HarnessRunStatus
+from ._journal_mw import DurableJournal
+from ._resume import Resumable, ResumePlan, _settle, plan_resume
+from ._run_store import RunStore
+
+__all__ = ["resume_streaming"]
+
+
+class StreamResumable(LoopHarness, Resumable, Protocol):
+    """What a streaming resume needs of an ``AgentHarness``: what a run reads, and what resuming reads."""
+
+
+class _ResumingLoop(RunLoop):
+    """A run that first answers the open calls of the run it continues (asking a person where it must)."""
+
+    def __init__(
+        self,
+        harness: StreamResumable,
+        ctx: RunContext[Any],
+        plan: ResumePlan,
+        *,
+        runs: RunStore,
+        journaled: bool,
+        note: str | None,
+    ) -> None:
+        status = HarnessRunStatus(
+            run_id=ctx.run_id,
+            parent_run_id=ctx.parent_run_id,
+            root_run_id=ctx.root_run_id,
+            thread_id=ctx.thread_id,
+            depth=ctx.depth,
+            started_at=harness.policy.clock.time(),
+        )
+        super().__init__(harness, ctx, list(plan.messages), streaming=True, status=status)
+        self._resumable = harness
+        self._plan = plan
+        self._runs = runs
+        self._journaled = journaled
+        self._note = note
+
+    async def _body(self) -> str:
+        self.messages.extend(await _settle(self._resumable, self.ctx, self._plan))
+        if self._note:  # what changed while the run was down (e.g. variables a restart took away)
+            self.messages.append(UserMessage(text=self._note))
+        if not self._journaled:
+            self._runs.mark_resumed(self._plan.run_id, str(self.ctx.run_id))
+        return await super()._body()
+
+
+def _carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: ResumePlan) -> bool:
+    """Charge the spend already recorded to the new run ``ctx`` and tell its journal what it continues.
+
+    As ``resume_run`` does before it settles. Returns whether a ``DurableJournal`` of ``harness``
+    journals to ``runs`` (it then marks the original resumed when the new run starts); if not, the
+    run marks it once the open calls are settled.
+    """
+    new_id = str(ctx.run_id)
+    with warnings.catch_warnings():  # an unknown price was reported when the call was made
+        warnings.simplefilter("ignore", CostUnknownWarning)
+        for usage, model, provider in plan.spent:  # charged once, to the run that carries the job on
+            ctx.usage.record(run_id=new_id, parent_run_id=None, root_run_id=new_id, depth=0, usage=usage, model=model)
+            ctx.costs.record(
+                run_id=new_id,
+                parent_run_id=None,
+                root_run_id=new_id,
+                depth=0,
+                usage=usage,
+                model=model,
+                provider=provider,
+            )
+    journaled = False
+    for mw in harness.middleware.middleware:
+        if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
+            mw.resuming(new_id, plan.run_id, plan.from_step, plan.spent)  # it marks the original when it starts
+            journaled = True
+    return journaled
+
+
+def resume_streaming(
+    harness: StreamResumable,
+    run_id: str,
+    *,
+    store: RunStore | str | os.PathLike[str],
+    context: RunContext[Any] | None = None,
+    note: str | None = None,
+) -> AgentStream:
+    """``AgentHarness.resume`` as a run handle: stream it, Stop it, answer its approvals (not started yet).
+
+    A cut-off call of a tool that is not idempotent, and a call whose approval was pending, wait on
+    the handle's ``approvals`` desk (a request for a cut-off call has ``rerun=True``: approve runs it
+    again, deny skips it with a note to the model); an unattended desk lets
+    ``policy.unattended_approval`` decide. ``context`` is the new run's root context (the notebook
+    passes one with its steering, budgets and shared ledgers); the spend already recorded is charged
+    to it now, so its budgets count it.
+
+    Raises:
+        ConfigurationError: The run is unknown, completed, already resumed or still running.
+        RunStoreCorrupt: The store is damaged (it is not modified).
+    """
+    runs = store if isinstance(store, RunStore) else RunStore(store)
+    plan = plan_resume(runs, run_id)
+    ctx: RunContext[Any] = context if context is not None else RunContext()
+    journaled = _carry_over(harness, ctx, runs, plan)
+    return AgentStream(_ResumingLoop(harness, ctx, plan, runs=runs, journaled=journaled, note=note))
