@@ -42,6 +42,7 @@ from .stores import CacheRegistry, StoreRegistry
 if TYPE_CHECKING:
     from ._approval import ApprovalDesk
     from ._budget import TreeBudget
+    from ._middleware import Middleware
 
 __all__ = ["DataT", "RunConfig", "RunContext"]
 
@@ -80,6 +81,7 @@ class RunContext(Generic[DataT]):
         "deadline",
         "events",
         "ids",
+        "journal",
         "steering",
         "stop_request",
         "stores",
@@ -182,6 +184,7 @@ class RunContext(Generic[DataT]):
         self.ids = RANDOM_IDS
         self.stop_request: str | None = None
         self.count_model_call: Callable[[], None] | None = None
+        self.journal: Middleware | None = None  # the root's durable journal, so sub-agents journal in it
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
@@ -275,6 +278,7 @@ class RunContext(Generic[DataT]):
         child.approvals, child.budgets = self.approvals, self.budgets
         child.clock = self.clock
         child.ids = self.ids
+        child.journal = self.journal
         return child
 
     def new_root(
