@@ -8,6 +8,7 @@ limits, Stop, streaming and dashboard; its sub-queries are child runs of it.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -15,6 +16,7 @@ from tinyagents_nb.harness import (
     AgentHarness,
     AgentRun,
     AgentStream,
+    ApprovalDesk,
     ChatModel,
     ConfigurationError,
     Message,
@@ -27,6 +29,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     resolve_model,
 )
+from tinyagents_nb.harness.durable import RunStore
 
 from ._config import RLMError, RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
@@ -271,6 +274,29 @@ class RLM:
         """Blocking twin of ``invoke`` (works inside Jupyter's running loop too)."""
         harness, messages = self.prepare(task, context, session=session)
         return harness.run_sync(messages, config=config)
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        store: RunStore | str | os.PathLike[str],
+        context: Mapping[str, Any] | None = None,
+        config: RunConfig | None = None,
+        approvals: ApprovalDesk | None = None,
+    ) -> AgentRun:
+        """Continue an RLM run a crash or restart interrupted, journaled by ``rlm_journal`` in ``middleware``.
+
+        Its transcript and spend come back from ``store``; its REPL does not (a namespace of live objects
+        is not saved): the run goes on in a fresh REPL holding ``context`` (give the values again), and
+        the model is told which variables its earlier blocks made are gone, with the code that made
+        them. A block cut off mid-run is not run again unless approved (``AgentHarness.resume``).
+
+        Raises:
+            ConfigurationError: The run is unknown, not an RLM run, completed, already resumed or running.
+        """
+        from ._resume import resume_rlm
+
+        return await resume_rlm(self, run_id, store=store, context=context, config=config, approvals=approvals)
 
     def trajectory(self, run: AgentRun | str) -> Trajectory:
         """The trajectory of one of this RLM's latest root runs (``run`` or its id), to save or show.

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 from ._journal_mw import DurableJournal as DurableJournal
+from ._names import bound_names as bound_names
 from ._resume import ResumePlan as ResumePlan, plan_resume as plan_resume, resume_run as resume_run
 from ._run_store import (
     Pruned as Pruned,
@@ -25,6 +26,7 @@ __all__ = [
     "RunStoreCorrupt",
     "RunStoreVersionError",
     "StoredRun",
+    "bound_names",
     "plan_resume",
     "resume_run",
 ]

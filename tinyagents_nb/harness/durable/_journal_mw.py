@@ -9,7 +9,7 @@ parent and the parent's tool call), so a resume continues a child that was cut o
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .._controls import SkipTool
@@ -43,14 +43,22 @@ class DurableJournal(Middleware):
         store: A ``RunStore`` or the path of its SQLite file.
         agent: The agent's label in ``%agent runs``.
         model: The model name to resume with (a notebook resolves it again after a restart).
+        meta: What kind of run this is, for whoever resumes it (an RLM run says ``{"kind": "rlm", ...}``);
+            journaled with each root run, read back as ``ResumePlan.meta``.
     """
 
     def __init__(
-        self, store: RunStore | str | os.PathLike[str], *, agent: str | None = None, model: str | None = None
+        self,
+        store: RunStore | str | os.PathLike[str],
+        *,
+        agent: str | None = None,
+        model: str | None = None,
+        meta: Mapping[str, Any] | None = None,
     ) -> None:
         self.store = store if isinstance(store, RunStore) else RunStore(store)
         self.agent = agent
         self.model = model
+        self.meta = dict(meta or {})
         self._resuming: dict[str, tuple[str, int, list[tuple[Usage, str, str | None]]]] = {}
         self._begun: set[str] = set()
 
@@ -102,6 +110,8 @@ class DurableJournal(Middleware):
             resumed_from=original,
             from_step=from_step,
         )
+        if self.meta:
+            self.store.add_step(run_id, "meta", self.meta)
         if spent:
             carried = [{"usage": usage_dict(u), "model": m, "provider": p} for u, m, p in spent]
             self.store.add_step(run_id, "carried", {"spent": carried})

@@ -99,6 +99,7 @@ class ResumePlan(_Transcript):
     def __init__(self, run_id: str, steps: list[StoredStep], earlier: Sequence[tuple[str, list[StoredStep]]] = ()):
         super().__init__(run_id)
         self.spent: list[tuple[Usage, str, str | None]] = []
+        self.meta: dict[str, Any] = {}  # what kind of run it is (``DurableJournal(meta=...)``)
         self.from_step = steps[-1].seq if steps else 0
         roots = {run_id, *(rid for rid, _ in earlier)}
         children: dict[str, _Transcript] = {}
@@ -109,6 +110,8 @@ class ResumePlan(_Transcript):
                     self._sub(children, roots, step.kind[4:], step.data)
                 elif rid != run_id:
                     continue
+                elif step.kind == "meta":
+                    self.meta = dict(step.data)
                 elif step.kind == "carried":  # spend a resumed run took over from the run it continued
                     for entry in step.data["spent"]:
                         self.spent.append((Usage(**entry["usage"]), str(entry["model"]), entry.get("provider")))
