@@ -42,7 +42,6 @@ from .stores import CacheRegistry, StoreRegistry
 if TYPE_CHECKING:
     from ._approval import ApprovalDesk
     from ._budget import TreeBudget
-    from ._middleware import Middleware
 
 __all__ = ["DataT", "RunConfig", "RunContext"]
 
@@ -184,7 +183,7 @@ class RunContext(Generic[DataT]):
         self.ids = RANDOM_IDS
         self.stop_request: str | None = None
         self.count_model_call: Callable[[], None] | None = None
-        self.journal: Middleware | None = None  # the root's durable journal, so sub-agents journal in it
+        self.journal: object | None = None  # the root's durable journal (a Middleware), so sub-agents journal in it
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.

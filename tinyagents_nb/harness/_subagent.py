@@ -60,7 +60,7 @@ class SubAgent:
     def _harness_in(self, parent: RunContext[Any]) -> AgentHarness[Any]:
         """The harness to run a child with: the root's durable journal added, so a resume finds the child's steps."""
         journal = parent.journal
-        if journal is None or journal in self.harness.middleware.middleware:
+        if not isinstance(journal, Middleware) or journal in self.harness.middleware.middleware:
             return self.harness
         if self._journaled is None or self._journaled[0] is not journal:
             harness = copy.copy(self.harness)

@@ -41,6 +41,7 @@ from ._mcp import mcp_command
 from ._notebook import NOTEBOOK_COMMANDS, run_access
 from ._offline import OFFLINE_MODEL
 from ._pricing import set_price
+from ._rlm import resume_rlm_run
 from ._rlm_commands import RLM_COMMANDS
 from ._session import NotebookSession
 from ._store_place import session_store_path
@@ -181,6 +182,13 @@ def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
         return
     print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
     user_ns = getattr(host.shell, "user_ns", None)
+    if plan_resume(run_store_of(session), stored.run_id).meta.get("kind") == "rlm":  # a fresh REPL, told what is gone
+        done = resume_rlm_run(session, stored.run_id, user_ns or {}, unattended=session.approvals == "approve")
+        print(done.final_text)
+        print(
+            f"[{done.status} · run {done.run_id} resumed RLM run {stored.run_id} · {done.usage.total_tokens:,} tokens in all]"
+        )
+        return
     missing = missing_variables(plan_resume(run_store_of(session), stored.run_id).messages, user_ns or {})
     if missing and user_ns is not None:
         print(

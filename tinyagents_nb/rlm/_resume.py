@@ -11,34 +11,33 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tinyagents_nb.harness import (
-    AgentRun,
-    ApprovalDesk,
-    AssistantMessage,
-    ConfigurationError,
-    Message,
-    RunConfig,
-    ToolMessage,
-)
-from tinyagents_nb.harness.durable import DurableJournal, RunStore, bound_names, plan_resume
+from tinyagents_nb.harness import AssistantMessage, ConfigurationError, Message, ToolMessage
+from tinyagents_nb.harness.durable import DurableJournal, ResumePlan, RunStore, bound_names
 
-from ._dialect import REPL_TOOL, REPLDialect
+from ._dialect import REPL_TOOL
 
-if TYPE_CHECKING:
-    from ._rlm import RLM
-
-__all__ = ["missing_repl_note", "repl_variables", "resume_rlm", "rlm_journal"]
+__all__ = ["RLM_KIND", "missing_repl_note", "repl_calls", "repl_variables", "resume_note", "rlm_journal"]
 
 RLM_KIND = "rlm"
 
 
 def rlm_journal(
-    store: RunStore | str | os.PathLike[str], *, agent: str | None = "rlm", model: str | None = None
+    store: RunStore | str | os.PathLike[str],
+    *,
+    agent: str | None = "rlm",
+    model: str | None = None,
+    context: Sequence[str] = (),
+    environment: str | None = None,
 ) -> DurableJournal:
-    """A ``DurableJournal`` for ``RLM(middleware=[...])``: it marks the runs as RLM runs, for ``RLM.resume``."""
-    return DurableJournal(store, agent=agent, model=model, meta={"kind": RLM_KIND})
+    """A ``DurableJournal`` for ``RLM(middleware=[...])``: it marks the runs as RLM runs, for ``RLM.resume``.
+
+    ``context`` names the run's context values (their names only, never their contents), so a resume
+    can ask for them again; ``environment`` is the REPL's kind (``kernel``/``local``).
+    """
+    meta = {"kind": RLM_KIND, "context": list(context), "environment": environment}
+    return DurableJournal(store, agent=agent, model=model, meta=meta)
 
 
 def repl_variables(messages: Sequence[Message]) -> dict[str, str]:
@@ -58,40 +57,34 @@ def repl_variables(messages: Sequence[Message]) -> dict[str, str]:
     return made
 
 
-def missing_repl_note(missing: Mapping[str, str]) -> str:
-    """What the resumed run's model is told: its REPL is new, these variables are gone, this code made them."""
-    codes = "\n\n".join(dict.fromkeys(missing.values()))
-    return (
-        "This run was interrupted and resumed in a new REPL: the REPL's namespace is not saved across a restart, "
-        f"so the variables your earlier code blocks created are gone: {', '.join(sorted(missing))}. "
-        "Re-create the ones you still need before you use them. The code that made them:\n"
-        f"```python\n{codes}\n```"
-    )
+def missing_repl_note(missing: Mapping[str, str], context: Sequence[str] = ()) -> str:
+    """What the resumed run's model is told: its REPL is new, these variables are gone, this code made them.
+
+    ``context`` names context values the resume was not given again (they cannot be re-made by code).
+    """
+    parts = ["This run was interrupted and resumed in a new REPL: the REPL's namespace is not saved across a restart."]
+    if missing:
+        codes = "\n\n".join(dict.fromkeys(missing.values()))
+        parts.append(
+            f"The variables your earlier code blocks created are gone: {', '.join(sorted(missing))}. Re-create the "
+            f"ones you still need before you use them. The code that made them:\n```python\n{codes}\n```"
+        )
+    if context:
+        parts.append(f"These context values were not given again and are missing: {', '.join(sorted(context))}.")
+    return "\n".join(parts)
 
 
-async def resume_rlm(
-    rlm: RLM,
-    run_id: str,
-    *,
-    store: RunStore | str | os.PathLike[str],
-    context: Mapping[str, Any] | None = None,
-    config: RunConfig | None = None,
-    approvals: ApprovalDesk | None = None,
-) -> AgentRun:
-    """Continue the journaled RLM run ``run_id`` with ``rlm`` (see ``RLM.resume``)."""
-    runs = store if isinstance(store, RunStore) else RunStore(store)
-    plan = plan_resume(runs, run_id)
+def resume_note(plan: ResumePlan, values: Mapping[str, Any]) -> str | None:
+    """The note for a resumed RLM run: the REPL variables and context values it no longer has (``None``: none)."""
     if plan.meta.get("kind") != RLM_KIND:
         raise ConfigurationError(
-            f"run {run_id} is not an RLM run", hint="resume it with AgentHarness.resume (or %agent resume)"
-        )
-    values = dict(context or {})
-    harness, _ = rlm._build("(resumed)", values, rlm.environment, depth=0)
-    dialect = harness.model
-    if isinstance(dialect, REPLDialect):  # new blocks get new call ids, after the journaled ones
-        dialect.state.iterations = sum(
-            1 for m in plan.messages if isinstance(m, AssistantMessage) for c in m.tool_calls if c.name == REPL_TOOL
+            f"run {plan.run_id} is not an RLM run", hint="resume it with AgentHarness.resume (or %agent resume)"
         )
     missing = {name: code for name, code in repl_variables(plan.messages).items() if name not in values}
-    note = missing_repl_note(missing) if missing else None
-    return await harness.resume(run_id, store=runs, config=config, approvals=approvals, note=note)
+    lost = [str(n) for n in plan.meta.get("context") or () if n not in values]
+    return missing_repl_note(missing, lost) if missing or lost else None
+
+
+def repl_calls(messages: Sequence[Message]) -> int:
+    """How many ``repl`` calls the transcript has: a resumed run numbers its new blocks after them."""
+    return sum(1 for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls if c.name == REPL_TOOL)

@@ -29,7 +29,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     resolve_model,
 )
-from tinyagents_nb.harness.durable import RunStore
+from tinyagents_nb.harness.durable import RunStore, plan_resume
 
 from ._config import RLMError, RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
@@ -39,6 +39,7 @@ from ._local import LocalEnvironment
 from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, follow_up_message, system_prompt
 from ._recursion import CHILD_AGENT, ClosePool, EnvironmentPool, RecursionMiddleware, child_factory
+from ._resume import repl_calls, resume_note
 from ._session import RLMSession
 from ._trajectory import Trajectory, TrajectoryError
 from ._trajectory_build import TrajectoryRecorder
@@ -294,9 +295,14 @@ class RLM:
         Raises:
             ConfigurationError: The run is unknown, not an RLM run, completed, already resumed or running.
         """
-        from ._resume import resume_rlm
-
-        return await resume_rlm(self, run_id, store=store, context=context, config=config, approvals=approvals)
+        runs = store if isinstance(store, RunStore) else RunStore(store)
+        plan = plan_resume(runs, run_id)
+        values = dict(context or {})
+        note = resume_note(plan, values)  # refuses a run that is not an RLM run
+        harness, _ = self._build("(resumed)", values, self.environment, depth=0)
+        if isinstance(harness.model, REPLDialect):  # new blocks get new call ids, after the journaled ones
+            harness.model.state.iterations = repl_calls(plan.messages)
+        return await harness.resume(run_id, store=runs, config=config, approvals=approvals, note=note)
 
     def trajectory(self, run: AgentRun | str) -> Trajectory:
         """The trajectory of one of this RLM's latest root runs (``run`` or its id), to save or show.

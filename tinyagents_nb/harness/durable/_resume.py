@@ -32,7 +32,6 @@ from .._messages import (
 from .._middleware import MiddlewareStack
 from .._policy import RunPolicy
 from .._run import AgentRun
-from .._subagent import SubAgentTool, _limit_message
 from .._tool_progress import bind_reporter, unbind_reporter
 from .._tool_registry import ToolRegistry
 from .._tools import Tool, ToolResult
@@ -211,7 +210,8 @@ async def _settle(
     for call in at.pending:
         tool = harness.tools.get(call.name)
         interrupted = call.id in at.started
-        child = plan.child(at, call.id) if isinstance(tool, SubAgentTool) else None
+        subagent = getattr(tool, "subagent", None)  # a SubAgentTool (not imported: it imports the harness)
+        child = plan.child(at, call.id) if subagent is not None else None
         if tool is None:
             answers.append(_note(NOT_RUN_NOTE, call))
             continue
@@ -227,8 +227,8 @@ async def _settle(
             call = decided
         if journal is not None:
             journal.settled(ctx.run_id, "tool.started", {"id": call.id, "name": call.name})
-        if child is not None and isinstance(tool, SubAgentTool):
-            message = await _continue_child(tool, ctx, plan, child, call)
+        if child is not None and tool is not None:
+            message = await _continue_child(tool.name, subagent, ctx, plan, child, call)
         else:
             try:
                 result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
@@ -245,18 +245,21 @@ async def _settle(
 
 
 async def _continue_child(
-    tool: SubAgentTool, ctx: RunContext[Any], plan: ResumePlan, child: _Transcript, call: ToolCall
+    name: str, subagent: Any, ctx: RunContext[Any], plan: ResumePlan, child: _Transcript, call: ToolCall
 ) -> ToolMessage:
-    """Continue a sub-agent cut off mid-run from its journaled transcript, as a child of the resumed run."""
-    subagent = tool.subagent
+    """Continue a sub-agent cut off mid-run from its journaled transcript, as a child of the resumed run.
+
+    Its answer, or its error, answers the parent's call as ``SubAgentTool.call`` would.
+    """
     messages = [*child.messages, *await _settle(subagent.harness, ctx, plan, child)]
     token = bind_reporter(ctx, call, None)  # the child's journal names the parent's call it answers
     try:
         run = await subagent.invoke_in_parent(ctx, messages)
     except (LimitExceeded, SubAgentDepthError) as exc:
-        return ToolResult.error(_limit_message(tool.name, exc)).to_message(call)
+        text = f"sub-agent `{name}` stopped because it hit a limit ({exc}). This is a limit signal, not an answer."
+        return ToolResult.error(text).to_message(call)
     except Exception as exc:
-        return ToolResult.error(f"sub-agent `{tool.name}` failed: {type(exc).__name__}: {exc}").to_message(call)
+        return ToolResult.error(f"sub-agent `{name}` failed: {type(exc).__name__}: {exc}").to_message(call)
     finally:
         unbind_reporter(token)
     return ToolResult.ok(run.final_text).to_message(call)
