@@ -183,7 +183,7 @@ def _resume(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
     print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
     user_ns = getattr(host.shell, "user_ns", None)
     if plan_resume(run_store_of(session), stored.run_id).meta.get("kind") == "rlm":  # a fresh REPL, told what is gone
-        done = resume_rlm_run(session, stored.run_id, user_ns or {}, unattended=session.approvals == "approve")
+        done = resume_rlm_run(session, stored.run_id, user_ns or {})
         print(done.final_text)
         print(
             f"[{done.status} · run {done.run_id} resumed RLM run {stored.run_id} · {done.usage.total_tokens:,} tokens in all]"

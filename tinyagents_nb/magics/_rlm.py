@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 from IPython.core.error import UsageError
 
-from tinyagents_nb.harness import AgentRun, ConfigurationError, Middleware, RunPolicy, SteeringHandle
+from tinyagents_nb.harness import AgentRun, ConfigurationError, Middleware, SteeringHandle
 from tinyagents_nb.harness.durable import plan_resume
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.rlm import (
@@ -104,9 +104,7 @@ def rlm_run_journal(
     return rlm_journal(store, agent=name or "rlm", model=model, context=list(values), environment=environment)
 
 
-def resume_rlm_run(
-    session: NotebookSession, run_id: str, user_ns: Mapping[str, Any], *, unattended: bool = False
-) -> AgentRun:
+def resume_rlm_run(session: NotebookSession, run_id: str, user_ns: Mapping[str, Any]) -> AgentRun:
     """``%agent resume`` of an interrupted RLM run: a fresh REPL of its kind, its context values read again.
 
     The context values are taken from the notebook by the names the journal kept; missing ones and
@@ -126,7 +124,6 @@ def resume_rlm_run(
         name=stored.agent if stored is not None and stored.agent else "rlm",
         keep_children=False,
         keep_trajectories=0,
-        policy=RunPolicy(unattended_approval="approve" if unattended else None),
         middleware=[rlm_run_journal(session, stored.agent if stored else None, str(model), values, environment)],
     )
     return session.loop.submit(rlm.resume(run_id, store=store, context=values)).result()

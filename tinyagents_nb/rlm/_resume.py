@@ -74,15 +74,15 @@ def missing_repl_note(missing: Mapping[str, str], context: Sequence[str] = ()) -
     return "\n".join(parts)
 
 
-def resume_note(plan: ResumePlan, values: Mapping[str, Any]) -> str | None:
-    """The note for a resumed RLM run: the REPL variables and context values it no longer has (``None``: none)."""
+def resume_note(plan: ResumePlan, values: Mapping[str, Any]) -> str:
+    """The note for a resumed RLM run: its REPL is new, and the variables and context values it no longer has."""
     if plan.meta.get("kind") != RLM_KIND:
         raise ConfigurationError(
             f"run {plan.run_id} is not an RLM run", hint="resume it with AgentHarness.resume (or %agent resume)"
         )
     missing = {name: code for name, code in repl_variables(plan.messages).items() if name not in values}
     lost = [str(n) for n in plan.meta.get("context") or () if n not in values]
-    return missing_repl_note(missing, lost) if missing or lost else None
+    return missing_repl_note(missing, lost)
 
 
 def repl_calls(messages: Sequence[Message]) -> int:

@@ -16,7 +16,6 @@ from tinyagents_nb.harness import (
     AgentHarness,
     AgentRun,
     AgentStream,
-    ApprovalDesk,
     ChatModel,
     ConfigurationError,
     Message,
@@ -283,14 +282,14 @@ class RLM:
         store: RunStore | str | os.PathLike[str],
         context: Mapping[str, Any] | None = None,
         config: RunConfig | None = None,
-        approvals: ApprovalDesk | None = None,
     ) -> AgentRun:
         """Continue an RLM run a crash or restart interrupted, journaled by ``rlm_journal`` in ``middleware``.
 
         Its transcript and spend come back from ``store``; its REPL does not (a namespace of live objects
         is not saved): the run goes on in a fresh REPL holding ``context`` (give the values again), and
         the model is told which variables its earlier blocks made are gone, with the code that made
-        them. A block cut off mid-run is not run again unless approved (``AgentHarness.resume``).
+        them. A block cut off mid-run is never run again by itself (it ran in the REPL that is gone, and
+        may have had effects): the model is told, and decides what to run in the new REPL.
 
         Raises:
             ConfigurationError: The run is unknown, not an RLM run, completed, already resumed or running.
@@ -302,7 +301,8 @@ class RLM:
         harness, _ = self._build("(resumed)", values, self.environment, depth=0)
         if isinstance(harness.model, REPLDialect):  # new blocks get new call ids, after the journaled ones
             harness.model.state.iterations = repl_calls(plan.messages)
-        return await harness.resume(run_id, store=runs, config=config, approvals=approvals, note=note)
+        harness.policy = dataclasses.replace(harness.policy, unattended_approval=None)  # a cut-off block: a note
+        return await harness.resume(run_id, store=runs, config=config, note=note)
 
     def trajectory(self, run: AgentRun | str) -> Trajectory:
         """The trajectory of one of this RLM's latest root runs (``run`` or its id), to save or show.
