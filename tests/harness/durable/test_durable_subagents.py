@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
-from tinyagents_nb.harness.durable import RunStore
+import pytest
 
+from tinyagents_nb.harness import AgentHarness, SubAgent
+from tinyagents_nb.harness.durable import DurableJournal, RunStore
+from tinyagents_nb.harness.testkit import FunctionModel
+
+from .durable_script import HELPER_PROMPT, charge, lookup, tree_answer
 from .test_durable_resume import _every_call_answered, _kill_in, _lines, _resume
 
 TREE = {"TREE": "1"}
@@ -56,3 +62,32 @@ def test_the_trees_spend_counts_against_the_budget_once(tmp_path: Path) -> None:
     _kill_in(tmp_path, "model", **TREE)
     result = _resume(tmp_path, MAX_TOKENS="400", **TREE)  # 330 carried + the child's next request breaks 400
     assert result["error"] == "BudgetExceeded"
+
+
+def test_a_child_that_ended_answers_its_call_from_the_journal(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed after the child ended but before the parent journaled its call's result: the child is not re-run."""
+    monkeypatch.setenv("DURABLE_FOLDER", str(tmp_path))
+    store = RunStore(tmp_path / "runs.sqlite")
+    first = _tree(store).run_sync("pay and look up")
+    assert first.final_text == "parent got: all done"
+    steps = store.steps(first.run_id)
+    answered = next(s.seq for s in steps if s.kind == "tool.done")  # the parent's answer to p1
+    assert [s.kind for s in steps if s.seq < answered][-1] == "sub.end"
+    with sqlite3.connect(tmp_path / "runs.sqlite") as conn:  # as if the process died right after the child ended
+        conn.execute("DELETE FROM tinyagents_steps WHERE run_id = ? AND seq >= ?", (first.run_id, answered))
+        conn.execute("UPDATE tinyagents_runs SET status = 'running', ended_at = NULL, owner = 'elsewhere:1:x'")
+    resumed = _tree(store).resume_sync(first.run_id, store=store)
+    assert resumed.final_text == "parent got: all done"
+    assert _lines(tmp_path / "charge.log") == 1  # once, in the first run: the child was not run again
+    assert _lines(tmp_path / "lookup.log") == 1
+    assert resumed.usage.total_tokens == 5 * 110  # 4 carried (parent 1, child 3) and the parent's last turn
+    store.close()
+
+
+def _tree(store: RunStore) -> AgentHarness[None]:
+    helper = AgentHarness(model=FunctionModel(tree_answer), tools=[charge, lookup])
+    return AgentHarness(
+        model=FunctionModel(tree_answer),
+        tools=[SubAgent("helper", helper, system_prompt=HELPER_PROMPT).as_tool()],
+        middleware=[DurableJournal(store, model="function")],
+    )
