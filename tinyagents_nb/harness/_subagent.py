@@ -60,8 +60,9 @@ class SubAgent:
     def _harness_in(self, parent: RunContext[Any]) -> AgentHarness[Any]:
         """The harness to run a child with: the root's durable journal added, so a resume finds the child's steps."""
         journal = parent.journal
-        if not isinstance(journal, Middleware) or journal in self.harness.middleware.middleware:
-            return self.harness
+        own = self.harness.middleware.middleware
+        if not isinstance(journal, Middleware) or any(type(m) is type(journal) for m in own):
+            return self.harness  # not journaled, or its own journal of that kind journals it already
         if self._journaled is None or self._journaled[0] is not journal:
             harness = copy.copy(self.harness)
             harness.middleware = MiddlewareStack([*self.harness.middleware.middleware, journal])

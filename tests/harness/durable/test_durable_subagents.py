@@ -91,3 +91,23 @@ def _tree(store: RunStore) -> AgentHarness[None]:
         tools=[SubAgent("helper", helper, system_prompt=HELPER_PROMPT).as_tool()],
         middleware=[DurableJournal(store, model="function")],
     )
+
+
+def test_a_sub_agent_with_its_own_journal_is_journaled_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("DURABLE_FOLDER", str(tmp_path))
+    store = RunStore(tmp_path / "runs.sqlite")
+    helper = AgentHarness(
+        model=FunctionModel(tree_answer), tools=[charge, lookup], middleware=[DurableJournal(store, model="function")]
+    )
+    parent = AgentHarness(
+        model=FunctionModel(tree_answer),
+        tools=[SubAgent("helper", helper, system_prompt=HELPER_PROMPT).as_tool()],
+        middleware=[DurableJournal(store, model="function")],
+    )
+    run = parent.run_sync("pay and look up")
+    kinds = [s.kind for s in store.steps(run.run_id)]
+    assert kinds.count("sub.model") == 3  # the child's three turns, not twice over
+    assert kinds.count("sub.input") == 1
+    (stored,) = store.runs()
+    assert stored.usage.total_tokens == run.usage.total_tokens == 5 * 110
+    store.close()
