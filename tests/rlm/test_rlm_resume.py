@@ -60,5 +60,6 @@ async def test_resume_refuses_a_run_that_is_not_an_rlm_run(tmp_path: Path) -> No
     with pytest.raises(ConfigurationError, match="not an RLM run"):
         await rlm.resume(failed.run_id, store=store)
     kept = store.get(failed.run_id)
-    assert kept is not None and kept.status == "failed"  # left resumable by the right harness
+    assert kept is not None
+    assert kept.status == "failed"
     store.close()
