@@ -23,7 +23,7 @@ from tinyagents_nb.harness.testkit import FunctionModel
 
 folder = Path(sys.argv[1])
 mode = sys.argv[2]
-HANG_IN["name"] = os.environ.get("HANG_IN", "") if mode == "run" else ""
+HANG_IN["name"] = os.environ.get("HANG_IN", "") if mode == "run" else os.environ.get("HANG_RESUME", "")
 
 limit = int(os.environ.get("MAX_TOKENS", "0")) or None
 store = RunStore(folder / "runs.sqlite")

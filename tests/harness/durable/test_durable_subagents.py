@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +17,7 @@ from tinyagents_nb.harness.durable import DurableJournal, RunStore
 from tinyagents_nb.harness.testkit import FunctionModel
 
 from .durable_script import HELPER_PROMPT, charge, lookup, tree_answer
-from .test_durable_resume import _every_call_answered, _kill_in, _lines, _resume
+from .test_durable_resume import CHILD, _env, _every_call_answered, _kill_in, _lines, _resume
 
 TREE = {"TREE": "1"}
 
@@ -55,6 +60,33 @@ def test_a_finished_child_is_not_run_again(tmp_path: Path) -> None:
     assert result["final_text"] == "parent got: all done"
     assert _lines(tmp_path / "charge.log") == 1
     assert _lines(tmp_path / "lookup.log") == 1
+    assert result["total_tokens"] == 5 * 110
+
+
+def test_a_resume_killed_while_it_continues_the_child_resumes_again(tmp_path: Path) -> None:
+    _kill_in(tmp_path, "charge", **TREE)
+    with open(tmp_path / "resume.err", "wb") as err:  # the first resume dies too, in the continued child
+        proc = subprocess.Popen(
+            [sys.executable, str(CHILD), str(tmp_path), "resume"],
+            env=_env(HANG_RESUME="model", **TREE),
+            stdout=subprocess.DEVNULL,
+            stderr=err,
+        )
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "in_tool").exists():
+            assert proc.poll() is None, (tmp_path / "resume.err").read_text()
+            assert time.monotonic() < deadline, "the resumed child never reached its last turn"
+            time.sleep(0.02)
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    with RunStore(tmp_path / "runs.sqlite") as store:
+        statuses = sorted(r.status for r in store.runs())
+        assert statuses == ["interrupted", "resumed"]  # the first resume is the run to continue now
+    result = _resume(tmp_path, **TREE)
+    assert result["final_text"] == "parent got: all done"
+    assert _lines(tmp_path / "charge.log") == 1
+    assert _lines(tmp_path / "lookup.log") == 1  # done by the first resume's child, journaled, not repeated
+    _every_call_answered(result)
     assert result["total_tokens"] == 5 * 110
 
 
