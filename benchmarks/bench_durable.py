@@ -5,7 +5,8 @@ without a ``DurableJournal`` on a SQLite ``RunStore`` (WAL, ``synchronous=normal
 committed, safe against a killed process); then a 200-step run is journaled, failed, and resumed
 (``plan_resume`` reads and rebuilds it; ``resume`` also finishes it with one more model call). A
 notebook session's run is also timed with the default store on disk against a store in memory: that
-adds the event journal and the thread history to the run journal. Last, ``RunStore.runs()`` lists
+adds the event journal and the thread history to the run journal. A sub-agent's 25 turns inside a
+parent are timed with and without the journal (its steps go in the root run's journal). Last, ``RunStore.runs()`` lists
 200 runs of which 100 are still running (half this process's, half another host's, by their lease),
 as ``%agent runs`` and the extension's first cell do: what telling interrupted runs apart costs.
 
@@ -23,7 +24,16 @@ import time
 from pathlib import Path
 
 from benchmarks._common import header, line
-from tinyagents_nb.harness import AgentHarness, Middleware, ModelResponse, ProviderError, RunLimits, RunPolicy, tool
+from tinyagents_nb.harness import (
+    AgentHarness,
+    Middleware,
+    ModelResponse,
+    ProviderError,
+    RunLimits,
+    RunPolicy,
+    SubAgent,
+    tool,
+)
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, plan_resume
 from tinyagents_nb.harness.testkit import ScriptedModel
 from tinyagents_nb.magics import NotebookSession
@@ -57,6 +67,33 @@ async def overhead(store: RunStore, rounds: int) -> None:
     off, on = statistics.median(plain) * 1e3, statistics.median(durable) * 1e3
     line(f"25 turns without a journal: {off:.1f} ms median; with DurableJournal: {on:.1f} ms")
     line(f"journal overhead per turn (3 committed steps): {(on - off) / 25:.2f} ms")
+
+
+async def _tree_once(journaled: RunStore | None, turns: int) -> float:
+    """A parent that delegates once to a sub-agent doing ``turns`` tool turns (journaled in the root's steps)."""
+    child = AgentHarness(model=ScriptedModel([*_script(turns), "child done"]), tools=[step], policy=POLICY)
+    helper = SubAgent("helper", child).as_tool()
+    parent_script: list[ModelResponse | BaseException | str] = [
+        ScriptedModel.tool_call("helper", {"input": "go"}),
+        "done",
+    ]
+    middleware: list[Middleware] = [DurableJournal(journaled)] if journaled is not None else []
+    harness: AgentHarness[None] = AgentHarness(
+        model=ScriptedModel(parent_script), tools=[helper], middleware=middleware, policy=POLICY
+    )
+    started = time.perf_counter()
+    await harness.invoke("go")
+    return time.perf_counter() - started
+
+
+async def tree_overhead(store: RunStore, rounds: int) -> None:
+    plain, durable = [], []
+    for _ in range(rounds):
+        plain.append(await _tree_once(None, 25))
+        durable.append(await _tree_once(store, 25))
+    off, on = statistics.median(plain) * 1e3, statistics.median(durable) * 1e3
+    line(f"sub-agent doing 25 turns inside a parent: {off:.1f} ms median without a journal; journaled {on:.1f} ms")
+    line(f"journal overhead per sub-agent turn: {(on - off) / 25:.2f} ms")
 
 
 async def _session_once(session: NotebookSession, turns: int) -> float:
@@ -132,6 +169,7 @@ async def amain(quick: bool) -> None:
     with tempfile.TemporaryDirectory() as folder:
         store = RunStore(Path(folder) / "runs.sqlite")
         await overhead(store, 3 if quick else 30)
+        await tree_overhead(store, 3 if quick else 30)
         await session_overhead(Path(folder), 3 if quick else 20)
         await resume(store, 20 if quick else 200)
         store.close()

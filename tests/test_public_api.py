@@ -228,6 +228,7 @@ FAMILIES: dict[str, list[str]] = {  # each family's curated namespace, exactly
         "RunStoreCorrupt",
         "RunStoreVersionError",
         "StoredRun",
+        "bound_names",
         "plan_resume",
         "resume_run",
         "resume_streaming",

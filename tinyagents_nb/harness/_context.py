@@ -80,6 +80,7 @@ class RunContext(Generic[DataT]):
         "deadline",
         "events",
         "ids",
+        "journal",
         "steering",
         "stop_request",
         "stores",
@@ -182,6 +183,7 @@ class RunContext(Generic[DataT]):
         self.ids = RANDOM_IDS
         self.stop_request: str | None = None
         self.count_model_call: Callable[[], None] | None = None
+        self.journal: object | None = None  # the root's durable journal (a Middleware), so sub-agents journal in it
 
     # ---------------------------------------------------------------------------- identity
     # RunConfig validates these into RunId/ThreadId instances; the casts only tell the type checker.
@@ -275,6 +277,7 @@ class RunContext(Generic[DataT]):
         child.approvals, child.budgets = self.approvals, self.budgets
         child.clock = self.clock
         child.ids = self.ids
+        child.journal = self.journal
         return child
 
     def new_root(

@@ -9,6 +9,7 @@ becomes an error result the parent model can react to, not a crashed parent.
 
 from __future__ import annotations
 
+import copy
 import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -20,6 +21,7 @@ from ._context import RunContext
 from ._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
 from ._events import AgentEvent, SubAgentCompleted, SubAgentReused, SubAgentStarted
 from ._messages import AssistantMessage, Message, SystemMessage, ToolMessage, UserMessage
+from ._middleware import Middleware, MiddlewareStack
 from ._model import ToolSchema
 from ._run import AgentRun
 from ._tool_progress import current_reporter
@@ -53,6 +55,19 @@ class SubAgent:
         self.harness = harness
         self.description = description or f"Delegate a task to the {name} agent."
         self.system_prompt = system_prompt
+        self._journaled: tuple[Middleware, AgentHarness[Any]] | None = None
+
+    def _harness_in(self, parent: RunContext[Any]) -> AgentHarness[Any]:
+        """The harness to run a child with: the root's durable journal added, so a resume finds the child's steps."""
+        journal = parent.journal
+        own = self.harness.middleware.middleware
+        if not isinstance(journal, Middleware) or any(type(m) is type(journal) for m in own):
+            return self.harness  # not journaled, or its own journal of that kind journals it already
+        if self._journaled is None or self._journaled[0] is not journal:
+            harness = copy.copy(self.harness)
+            harness.middleware = MiddlewareStack([*self.harness.middleware.middleware, journal])
+            self._journaled = (journal, harness)
+        return self._journaled[1]
 
     def _input(self, input: AgentInput) -> list[Message]:
         if isinstance(input, str):
@@ -90,7 +105,9 @@ class SubAgent:
         release = make_steerable(parent, child, self.name)  # a steerable parent can steer its children
         parent.emit(SubAgentStarted, name=self.name, child_run_id=child.run_id, call_id=current_reporter().call_id)
         try:
-            run, _ = await self.harness.invoke_with_status(child, self._input(input), streaming=parent.streaming)
+            run, _ = await self._harness_in(parent).invoke_with_status(
+                child, self._input(input), streaming=parent.streaming
+            )
         except BaseException as exc:
             release()
             # the child never returned (a tool timeout or a task cancel cut it off, or its input was

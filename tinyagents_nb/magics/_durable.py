@@ -10,7 +10,6 @@ completed step with the session's current tools, on the session's loop, shown an
 
 from __future__ import annotations
 
-import ast
 import functools
 import threading
 import weakref
@@ -30,7 +29,7 @@ from tinyagents_nb.harness import (
     ToolMessage,
     TreeBudget,
 )
-from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun, resume_streaming
+from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun, bound_names, resume_streaming
 from tinyagents_nb.harness.steering import SteeringPolicy
 
 from ._budget import unattended_decision
@@ -177,30 +176,6 @@ def find_interrupted(store: RunStore, ref: str | None) -> StoredRun | None:
     return matches[0] if len(matches) == 1 else None
 
 
-def _assigned(code: str) -> list[str]:
-    """The names a cell's top level binds (assignments, imports, defs, loop and with targets)."""
-    try:
-        tree = ast.parse(code)
-    except SyntaxError:
-        return []
-    names: list[str] = []
-    for node in tree.body:
-        targets: list[ast.AST] = []
-        if isinstance(node, ast.Assign):
-            targets = list(node.targets)
-        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.For | ast.AsyncFor):
-            targets = [node.target]
-        elif isinstance(node, ast.With | ast.AsyncWith):
-            targets = [item.optional_vars for item in node.items if item.optional_vars is not None]
-        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.append(node.name)
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names += [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
-        for target in targets:
-            names += [n.id for n in ast.walk(target) if isinstance(n, ast.Name)]
-    return names
-
-
 def missing_variables(messages: Sequence[Message], user_ns: Mapping[str, Any]) -> dict[str, str]:
     """Variables the run's ``run_code`` calls made that the (restarted) kernel no longer has: name -> code.
 
@@ -217,7 +192,7 @@ def missing_variables(messages: Sequence[Message], user_ns: Mapping[str, Any]) -
             code = call.arguments.get("code") if isinstance(call.arguments, dict) else None
             if call.name != "run_code" or not isinstance(code, str) or call.id in failed or call.id not in answered:
                 continue
-            for name in _assigned(code):
+            for name in bound_names(code):
                 if name not in user_ns:
                     missing[name] = code
     return missing

@@ -23,6 +23,7 @@ from ._durable import find_interrupted, missing_note, missing_variables, offer_c
 from ._handle import NotebookRun
 from ._notebook import run_access
 from ._present import Presenter, present
+from ._rlm import resume_rlm_run
 from ._session import NotebookSession
 from ._waiting import interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
 
@@ -37,7 +38,10 @@ class ResumeHost(Presenter, Protocol):
 
 
 def _target(host: ResumeHost, args: list[str]) -> tuple[StoredRun, NotebookRun] | None:
-    """The interrupted run to resume and its new run (not started); ``None`` when a paused run was released."""
+    """The interrupted run to resume and its new run (not started).
+
+    ``None`` when a paused run was released, or an RLM run was resumed (it waits here).
+    """
     session = host.session
     if len(args) > 1:
         raise UsageError(f"%agent resume takes at most one run, got {' '.join(args)!r}")
@@ -52,7 +56,15 @@ def _target(host: ResumeHost, args: list[str]) -> tuple[StoredRun, NotebookRun] 
         return None
     print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
     user_ns = getattr(host.shell, "user_ns", None)
-    missing = missing_variables(plan_resume(run_store_of(session), stored.run_id).messages, user_ns or {})
+    plan = plan_resume(run_store_of(session), stored.run_id)
+    if plan.meta.get("kind") == "rlm":  # a fresh REPL, told what is gone; it waits here (no card yet)
+        done = resume_rlm_run(session, stored.run_id, user_ns or {})
+        print(done.final_text)
+        print(
+            f"[{done.status} · run {done.run_id} resumed RLM run {stored.run_id} · {done.usage.total_tokens:,} tokens in all]"
+        )
+        return None
+    missing = missing_variables(plan.messages, user_ns or {})
     if missing and user_ns is not None:
         print(
             f"gone with the restart: {', '.join(sorted(missing))} (made by the run's run_code); the run is told, "

@@ -18,7 +18,8 @@ from typing import Any, Literal
 
 from IPython.core.error import UsageError
 
-from tinyagents_nb.harness import ConfigurationError, SteeringHandle
+from tinyagents_nb.harness import AgentRun, ConfigurationError, Middleware, SteeringHandle
+from tinyagents_nb.harness.durable import plan_resume
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.rlm import (
     RLM,
@@ -28,8 +29,10 @@ from tinyagents_nb.rlm import (
     LocalEnvironment,
     RLMLimits,
     RLMSession,
+    rlm_journal,
 )
 
+from . import _durable
 from ._handle import NotebookRun
 from ._offline import OfflineModel
 from ._session import NotebookSession
@@ -91,6 +94,39 @@ def thread_session(session: NotebookSession, thread: str, environment: str) -> R
             hint="use the same --rlm environment in every cell of a thread, or another --thread name",
         )
     return kept
+
+
+def rlm_run_journal(
+    session: NotebookSession, name: str | None, model: str, values: Mapping[str, Any], environment: str
+) -> Middleware:
+    """Journal an RLM cell's run in the session's store, like a chat run (its context values by name only)."""
+    store = _durable.run_store_of(session)
+    return rlm_journal(store, agent=name or "rlm", model=model, context=list(values), environment=environment)
+
+
+def resume_rlm_run(session: NotebookSession, run_id: str, user_ns: Mapping[str, Any]) -> AgentRun:
+    """``%agent resume`` of an interrupted RLM run: a fresh REPL of its kind, its context values read again.
+
+    The context values are taken from the notebook by the names the journal kept; missing ones and
+    the REPL variables its blocks made are named to the model. Waits for the run to end.
+    """
+    store = _durable.run_store_of(session)
+    stored = store.get(run_id)
+    plan = plan_resume(store, run_id)
+    environment = str(plan.meta.get("environment") or "kernel")
+    env: Environment = session_kernel(session) if environment == "kernel" else LocalEnvironment()
+    names = [str(n) for n in plan.meta.get("context") or ()]
+    values = {n: user_ns[n] for n in names if n in user_ns}
+    model = stored.model if stored is not None else None
+    rlm = RLM(
+        model=session.resolve_model(model),
+        environment=env,
+        name=stored.agent if stored is not None and stored.agent else "rlm",
+        keep_children=False,
+        keep_trajectories=0,
+        middleware=[rlm_run_journal(session, stored.agent if stored else None, str(model), values, environment)],
+    )
+    return session.loop.submit(rlm.resume(run_id, store=store, context=values)).result()
 
 
 def output_class(name: str | None, user_ns: Mapping[str, Any]) -> Any:
@@ -169,6 +205,7 @@ def rlm_starter(
             output_type=output_type,
             keep_children=False,  # this RLM lives for one cell: its rlm_query kernels must not outlive it
             keep_trajectories=0,  # the session's journal has the events (%agent trajectory reads it)
+            middleware=[rlm_run_journal(session, name, session.model_name(model), values, environment)],
         )
         kept = thread_session(session, thread_id, environment) if thread_id else None
         harness, messages = rlm.prepare(prompt, values, session=kept)

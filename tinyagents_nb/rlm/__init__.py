@@ -58,6 +58,11 @@ from ._local import (
 from ._prompt import (
     RLM_SYSTEM_PROMPT as RLM_SYSTEM_PROMPT,
 )
+from ._resume import (
+    missing_repl_note as missing_repl_note,
+    repl_variables as repl_variables,
+    rlm_journal as rlm_journal,
+)
 from ._rlm import (
     RLM as RLM,
     EnvironmentName as EnvironmentName,
@@ -117,5 +122,8 @@ __all__ = [
     "describe_value",
     "extract_code_blocks",
     "final_from_text",
+    "missing_repl_note",
+    "repl_variables",
     "reply_parts",
+    "rlm_journal",
 ]

@@ -69,6 +69,11 @@ _NUDGE = (
 )
 
 
+_NOT_RUN_ON_RESUME = (
+    "This block was not run: the run was interrupted and resumed in a new REPL. Run again what you still need."
+)
+
+
 @dataclass(kw_only=True)
 class RLMRunState:
     """What one RLM run's dialect, tool and middleware share."""
@@ -239,7 +244,8 @@ class REPLTool:
             return ToolResult.ok(_NUDGE)
         assert isinstance(blocks, list | tuple)
         queries = state.queries
-        assert queries is not None, "the RLM middleware sets up the run before the first model call"
+        if queries is None:  # a resumed run settling a block its old REPL never finished: the REPL is not up
+            return ToolResult.error(_NOT_RUN_ON_RESUME)
         limits, env = state.limits, state.environment
         iteration, call_id = state.iterations, f"rlm-{state.iterations}"
         outputs: list[str] = []

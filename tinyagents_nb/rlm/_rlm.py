@@ -8,6 +8,7 @@ limits, Stop, streaming and dashboard; its sub-queries are child runs of it.
 from __future__ import annotations
 
 import dataclasses
+import os
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -27,6 +28,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     resolve_model,
 )
+from tinyagents_nb.harness.durable import RunStore, plan_resume
 
 from ._config import RLMError, RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
@@ -36,6 +38,7 @@ from ._local import LocalEnvironment
 from ._partial import PartialAnswerMiddleware
 from ._prompt import first_message, follow_up_message, system_prompt
 from ._recursion import CHILD_AGENT, ClosePool, EnvironmentPool, RecursionMiddleware, child_factory
+from ._resume import repl_calls, resume_note
 from ._session import RLMSession
 from ._trajectory import Trajectory, TrajectoryError
 from ._trajectory_build import TrajectoryRecorder
@@ -271,6 +274,35 @@ class RLM:
         """Blocking twin of ``invoke`` (works inside Jupyter's running loop too)."""
         harness, messages = self.prepare(task, context, session=session)
         return harness.run_sync(messages, config=config)
+
+    async def resume(
+        self,
+        run_id: str,
+        *,
+        store: RunStore | str | os.PathLike[str],
+        context: Mapping[str, Any] | None = None,
+        config: RunConfig | None = None,
+    ) -> AgentRun:
+        """Continue an RLM run a crash or restart interrupted, journaled by ``rlm_journal`` in ``middleware``.
+
+        Its transcript and spend come back from ``store``; its REPL does not (a namespace of live objects
+        is not saved): the run goes on in a fresh REPL holding ``context`` (give the values again), and
+        the model is told which variables its earlier blocks made are gone, with the code that made
+        them. A block cut off mid-run is never run again by itself (it ran in the REPL that is gone, and
+        may have had effects): the model is told, and decides what to run in the new REPL.
+
+        Raises:
+            ConfigurationError: The run is unknown, not an RLM run, completed, already resumed or running.
+        """
+        runs = store if isinstance(store, RunStore) else RunStore(store)
+        plan = plan_resume(runs, run_id)
+        values = dict(context or {})
+        note = resume_note(plan, values)  # refuses a run that is not an RLM run
+        harness, _ = self._build("(resumed)", values, self.environment, depth=0)
+        if isinstance(harness.model, REPLDialect):  # new blocks get new call ids, after the journaled ones
+            harness.model.state.iterations = repl_calls(plan.messages)
+        harness.policy = dataclasses.replace(harness.policy, unattended_approval=None)  # a cut-off block: a note
+        return await harness.resume(run_id, store=runs, config=config, note=note)
 
     def trajectory(self, run: AgentRun | str) -> Trajectory:
         """The trajectory of one of this RLM's latest root runs (``run`` or its id), to save or show.

@@ -11,24 +11,30 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 os.environ["DURABLE_FOLDER"] = sys.argv[1]
 
-from durable_script import HANG_IN, answer, charge, lookup
+from durable_script import HANG_IN, HELPER_PROMPT, answer, charge, lookup, tree_answer
 
-from tinyagents_nb.harness import AgentHarness, AssistantMessage, RunLimits, RunPolicy
+from tinyagents_nb.harness import AgentHarness, AssistantMessage, RunLimits, RunPolicy, SubAgent
 from tinyagents_nb.harness.durable import DurableJournal, RunStore
 from tinyagents_nb.harness.testkit import FunctionModel
 
 folder = Path(sys.argv[1])
 mode = sys.argv[2]
-HANG_IN["name"] = os.environ.get("HANG_IN", "") if mode == "run" else ""
+HANG_IN["name"] = os.environ.get("HANG_IN", "") if mode == "run" else os.environ.get("HANG_RESUME", "")
 
 limit = int(os.environ.get("MAX_TOKENS", "0")) or None
 store = RunStore(folder / "runs.sqlite")
+tree = os.environ.get("TREE") == "1"  # the parent delegates the tools to a `helper` sub-agent
+tools: list[Any] = [charge, lookup]
+if tree:
+    helper = AgentHarness(model=FunctionModel(tree_answer), tools=tools)
+    tools = [SubAgent("helper", helper, system_prompt=HELPER_PROMPT).as_tool()]
 harness: AgentHarness[None] = AgentHarness(
-    model=FunctionModel(answer),
-    tools=[charge, lookup],
+    model=FunctionModel(tree_answer if tree else answer),
+    tools=tools,
     middleware=[DurableJournal(store, model="function")],
     policy=RunPolicy(limits=RunLimits(max_total_tokens=limit)),
 )

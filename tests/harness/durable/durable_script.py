@@ -51,3 +51,34 @@ def answer(request: ModelRequest) -> ModelResponse:
     else:
         return ModelResponse(message=AssistantMessage(text="all done"), usage=usage, model="function")
     return ModelResponse(message=AssistantMessage(tool_calls=[call]), usage=usage, model="function")
+
+
+HELPER_PROMPT = "You are the helper: pay, look up, then report."
+
+
+def _hang_in_model(where: str) -> None:
+    if HANG_IN["name"] == where:
+        folder = Path(os.environ.get("DURABLE_FOLDER", "."))
+        (folder / "in_tool").write_text("model")
+        time.sleep(60)
+
+
+def tree_answer(request: ModelRequest) -> ModelResponse:
+    """The parent delegates to the ``helper`` sub-agent once; the helper pays, looks up, then reports.
+
+    With ``HANG_IN=model`` the helper's model hangs on its last turn (a stream cut off mid-way), with
+    ``HANG_IN=parent`` the parent's does, after the helper finished.
+    """
+    usage = Usage(input_tokens=100, output_tokens=10)
+    helper = any(getattr(m, "text", "") == HELPER_PROMPT for m in request.messages)
+    if not helper:
+        done = [m for m in request.messages if isinstance(m, ToolMessage)]
+        if not done:
+            call = ToolCall(id="p1", name="helper", arguments={"input": "pay 5 and look up k"})
+            return ModelResponse(message=AssistantMessage(tool_calls=[call]), usage=usage, model="function")
+        _hang_in_model("parent")
+        text = f"parent got: {done[0].text}"
+        return ModelResponse(message=AssistantMessage(text=text), usage=usage, model="function")
+    if "lookup" in {m.name for m in request.messages if isinstance(m, ToolMessage)}:
+        _hang_in_model("model")
+    return answer(request)

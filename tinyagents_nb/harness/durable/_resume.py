@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from .._approval import ApprovalDesk
@@ -18,11 +19,20 @@ from .._approval_gate import gate_tool_call, require_approval
 from .._config import RunConfig
 from .._context import RunContext
 from .._cost import CostUnknownWarning
-from .._errors import ConfigurationError, RunTimeout
-from .._messages import AssistantMessage, Message, ToolCall, ToolMessage, UserMessage, load_messages
+from .._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
+from .._messages import (
+    AssistantMessage,
+    Message,
+    ToolCall,
+    ToolMessage,
+    UserMessage,
+    dump_messages,
+    load_messages,
+)
 from .._middleware import MiddlewareStack
 from .._policy import RunPolicy
 from .._run import AgentRun
+from .._tool_progress import bind_reporter, unbind_reporter
 from .._tool_registry import ToolRegistry
 from .._tools import Tool, ToolResult
 from .._usage import Usage
@@ -49,38 +59,86 @@ SKIPPED_NOTE = (
 NOT_RUN_NOTE = "The run was interrupted before this call of `{name}` ran; it was not run. Call it again if needed."
 
 
-class ResumePlan:
-    """What the journal says about a run: its transcript, spend and the calls left unanswered."""
+class _Transcript:
+    """One run's journaled transcript: its messages, the calls that started, its end if it ended."""
 
-    def __init__(self, run_id: str, steps: list[StoredStep]) -> None:
+    def __init__(self, run_id: str) -> None:
         self.run_id = run_id
         self.messages: list[Message] = []
-        self.spent: list[tuple[Usage, str, str | None]] = []
         self.started: set[str] = set()
-        self.from_step = steps[-1].seq if steps else 0
-        for step in steps:
-            if step.kind == "input":
-                self.messages = load_messages(step.data["messages"])
-            elif step.kind == "model":
-                self.messages.extend(load_messages([step.data["message"]]))
-                if not step.data.get("cached"):
-                    model = str(step.data.get("model") or "unknown")
-                    self.spent.append((Usage(**step.data.get("usage", {})), model, step.data.get("provider")))
-            elif step.kind == "tool.started":
-                self.started.add(str(step.data["id"]))
-            elif step.kind == "tool.done":
-                self.messages.extend(load_messages([step.data["message"]]))
-            elif step.kind == "carried":  # spend a resumed run took over from the run it continued
-                for entry in step.data["spent"]:
-                    self.spent.append((Usage(**entry["usage"]), str(entry["model"]), entry.get("provider")))
-        if not self.messages:
-            raise ConfigurationError(f"run {run_id} has no journaled input to resume from")
+        self.ended: tuple[str, str] | None = None  # (status, final text) of a sub-agent that ended
+        self.pending: list[ToolCall] = []
+
+    def add(self, kind: str, data: dict[str, Any]) -> None:
+        if kind == "input":
+            self.messages = load_messages(data["messages"])
+        elif kind in ("model", "tool.done"):
+            self.messages.extend(load_messages([data["message"]]))
+        elif kind == "tool.started":
+            self.started.add(str(data["id"]))
+        elif kind == "end":
+            self.ended = (str(data["status"]), str(data.get("text") or ""))
+
+    def close(self) -> None:
+        """Find the calls the last turn left open; drop a final answer the run never ended on."""
         answered = {m.tool_call_id for m in self.messages if isinstance(m, ToolMessage)}
         last = next((m for m in reversed(self.messages) if isinstance(m, AssistantMessage)), None)
-        self.pending: list[ToolCall] = [] if last is None else [c for c in last.tool_calls if c.id not in answered]
-        if isinstance(self.messages[-1], AssistantMessage) and not self.messages[-1].tool_calls:
-            # the final answer was journaled but the run never ended: ask again rather than end on it
-            self.messages.pop()
+        self.pending = [] if last is None else [c for c in last.tool_calls if c.id not in answered]
+        if self.messages and isinstance(self.messages[-1], AssistantMessage) and not self.messages[-1].tool_calls:
+            self.messages.pop()  # the final answer was journaled but the run never ended: ask again
+
+
+class ResumePlan(_Transcript):
+    """What the journal says about a run: its transcript, spend, the calls left open and its sub-agents.
+
+    ``earlier`` are the steps of the runs it continued (oldest first): a sub-agent one of them started
+    for a call still open here is found there.
+    """
+
+    def __init__(self, run_id: str, steps: list[StoredStep], earlier: Sequence[tuple[str, list[StoredStep]]] = ()):
+        super().__init__(run_id)
+        self.spent: list[tuple[Usage, str, str | None]] = []
+        self.meta: dict[str, Any] = {}  # what kind of run it is (``DurableJournal(meta=...)``)
+        self.from_step = steps[-1].seq if steps else 0
+        roots = {run_id, *(rid for rid, _ in earlier)}
+        children: dict[str, _Transcript] = {}
+        self._children: dict[tuple[str, str], _Transcript] = {}
+        for rid, run_steps in [*earlier, (run_id, steps)]:
+            for step in run_steps:
+                if step.kind.startswith("sub."):
+                    self._sub(children, roots, step.kind[4:], step.data)
+                elif rid != run_id:
+                    continue
+                elif step.kind == "meta":
+                    self.meta = dict(step.data)
+                elif step.kind == "carried":  # spend a resumed run took over from the run it continued
+                    for entry in step.data["spent"]:
+                        self.spent.append((Usage(**entry["usage"]), str(entry["model"]), entry.get("provider")))
+                else:
+                    self.add(step.kind, step.data)
+                if rid == run_id and step.kind in ("model", "sub.model") and not step.data.get("cached"):
+                    model = str(step.data.get("model") or "unknown")
+                    self.spent.append((Usage(**step.data.get("usage", {})), model, step.data.get("provider")))
+        if not self.messages:
+            raise ConfigurationError(f"run {run_id} has no journaled input to resume from")
+        self.close()
+        for child in children.values():
+            child.close()
+
+    def _sub(self, children: dict[str, _Transcript], roots: set[str], kind: str, data: dict[str, Any]) -> None:
+        child_id = str(data["run"])
+        if kind == "input":
+            child = children[child_id] = _Transcript(child_id)
+            parent = str(data.get("parent"))
+            if data.get("call"):  # the latest child a call started is the one to continue
+                self._children[("" if parent in roots else parent, str(data["call"]))] = child
+        elif child_id not in children:
+            return
+        children[child_id].add(kind, data)
+
+    def child(self, parent: _Transcript, call_id: str) -> _Transcript | None:
+        """The sub-agent run the call ``call_id`` of ``parent`` started, if the journal has one."""
+        return self._children.get(("" if parent is self else parent.run_id, call_id))
 
 
 def plan_resume(store: RunStore, run_id: str) -> ResumePlan:
@@ -98,7 +156,13 @@ def plan_resume(store: RunStore, run_id: str) -> ResumePlan:
         raise ConfigurationError(f"run {run_id} was already resumed as {run.resumed_by}", hint="resume that run")
     if run.status == "running":
         raise ConfigurationError(f"run {run_id} is still running in a live process")
-    return ResumePlan(run_id, store.steps(run_id))
+    earlier: list[tuple[str, list[StoredStep]]] = []
+    previous = run.resumed_from
+    while previous is not None and len(earlier) < 100:
+        earlier.insert(0, (previous, store.steps(previous)))
+        found = store.get(previous)
+        previous = found.resumed_from if found is not None else None
+    return ResumePlan(run_id, store.steps(run_id), earlier)
 
 
 def _deadline() -> RunTimeout:
@@ -128,36 +192,90 @@ async def _decide(
     )
 
 
-async def _settle(harness: Resumable, ctx: RunContext[Any], plan: ResumePlan) -> list[Message]:
-    """Answer every call the interrupted turn left open, so the transcript is valid for the provider.
+async def _settle(
+    harness: Resumable,
+    ctx: RunContext[Any],
+    plan: ResumePlan,
+    at: _Transcript,
+    journal: DurableJournal | None = None,
+) -> list[Message]:
+    """Answer every call the interrupted turn of ``at`` left open, so the transcript is valid for the provider.
 
     An idempotent tool's call runs again; a call that never started runs (after its approval, if
     the tool asks for one); a non-idempotent call that started is run again only when approved
     (a person at the approval card, or ``unattended_approval="approve"``), else skipped with a note.
+    A sub-agent's call answers with the child's journaled answer if it ended, or continues the child
+    from its own last step (inside this run) if it was cut off.
     """
     answers: list[Message] = []
-    for call in plan.pending:
+    for call in at.pending:
         tool = harness.tools.get(call.name)
-        interrupted = call.id in plan.started
+        interrupted = call.id in at.started
+        subagent = getattr(tool, "subagent", None)  # a SubAgentTool (not imported: it imports the harness)
+        child = plan.child(at, call.id) if subagent is not None else None
         if tool is None:
             answers.append(_note(NOT_RUN_NOTE, call))
             continue
-        if not (interrupted and getattr(tool, "idempotent", False)):
+        if child is not None and child.ended is not None and child.ended[0] == "completed":
+            answers.append(ToolResult.ok(child.ended[1]).to_message(call))  # it finished: not run again
+            continue
+        if child is None and not (interrupted and getattr(tool, "idempotent", False)):
             decided = await _decide(harness, ctx, tool, call, interrupted)
             if isinstance(decided, ToolResult):
                 why = decided.to_message(call).text
                 answers.append(_note(f"{SKIPPED_NOTE if interrupted else NOT_RUN_NOTE} ({why})", call))
                 continue
             call = decided
-        try:
-            result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
-        except Exception as exc:  # a tool error is the model's to handle, as in the loop
-            answers.append(
-                ToolMessage(tool_call_id=call.id, name=call.name, text=f"{type(exc).__name__}: {exc}", is_error=True)
-            )
-            continue
-        answers.append(result.to_message(call))
+        if journal is not None:
+            journal.settled(ctx.run_id, "tool.started", {"id": call.id, "name": call.name})
+        if child is not None and tool is not None:
+            message = await _continue_child(tool.name, subagent, ctx, plan, child, call)
+        else:
+            try:
+                result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
+            except Exception as exc:  # a tool error is the model's to handle, as in the loop
+                message = ToolMessage(
+                    tool_call_id=call.id, name=call.name, text=f"{type(exc).__name__}: {exc}", is_error=True
+                )
+            else:
+                message = result.to_message(call)
+        if journal is not None:
+            journal.settled(ctx.run_id, "tool.done", {"message": dump_messages([message])[0]})
+        answers.append(message)
     return answers
+
+
+async def _continue_child(
+    name: str, subagent: Any, ctx: RunContext[Any], plan: ResumePlan, child: _Transcript, call: ToolCall
+) -> ToolMessage:
+    """Continue a sub-agent cut off mid-run from its journaled transcript, as a child of the resumed run.
+
+    Its answer, or its error, answers the parent's call as ``SubAgentTool.call`` would.
+    """
+    messages = [*child.messages, *await _settle(subagent.harness, ctx, plan, child)]
+    token = bind_reporter(ctx, call, None)  # the child's journal names the parent's call it answers
+    try:
+        run = await subagent.invoke_in_parent(ctx, messages)
+    except (LimitExceeded, SubAgentDepthError) as exc:
+        text = f"sub-agent `{name}` stopped because it hit a limit ({exc}). This is a limit signal, not an answer."
+        return ToolResult.error(text).to_message(call)
+    except Exception as exc:
+        return ToolResult.error(f"sub-agent `{name}` failed: {type(exc).__name__}: {exc}").to_message(call)
+    finally:
+        unbind_reporter(token)
+    return ToolResult.ok(run.final_text).to_message(call)
+
+
+def begin_journal(journal: DurableJournal, run_id: str, plan: ResumePlan) -> None:
+    """Journal the resumed run from before its open calls are settled (it marks the original resumed).
+
+    The calls the original had started and left open are marked started in the new run too: a kill
+    or a Stop while one of them waits for its card must not let the next resume run it unasked.
+    """
+    journal.begin(run_id, plan.messages)
+    for call in plan.pending:
+        if call.id in plan.started:
+            journal.settled(run_id, "tool.started", {"id": call.id, "name": call.name})
 
 
 def _note(note: str, call: ToolCall) -> ToolMessage:
@@ -193,14 +311,17 @@ async def resume_run(
                 model=model,
                 provider=provider,
             )
-    messages = [*plan.messages, *await _settle(harness, ctx, plan)]
+    journal = next(
+        (mw for mw in harness.middleware.middleware if isinstance(mw, DurableJournal) and mw.store.same_file(runs)),
+        None,
+    )
+    if journal is not None:  # journaled from before settling, so a kill while settling loses nothing
+        journal.resuming(new_id, run_id, plan.from_step, plan.spent)
+        begin_journal(journal, new_id, plan)  # it marks the original resumed
+        ctx.journal = journal  # a sub-agent continued while settling journals in this run
+    else:
+        runs.mark_resumed(run_id, new_id)
+    messages = [*plan.messages, *await _settle(harness, ctx, plan, plan, journal)]
     if note:  # what changed while the run was down (e.g. variables a restart took away)
         messages.append(UserMessage(text=note))
-    journaled = False
-    for mw in harness.middleware.middleware:
-        if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
-            mw.resuming(new_id, run_id, plan.from_step, plan.spent)  # it marks the original when it starts
-            journaled = True
-    if not journaled:
-        runs.mark_resumed(run_id, new_id)
     return await harness.invoke_in_context(ctx, messages)

@@ -21,7 +21,7 @@ from .._loop_harness import LoopHarness
 from .._messages import UserMessage
 from .._run import HarnessRunStatus
 from ._journal_mw import DurableJournal
-from ._resume import Resumable, ResumePlan, _settle, plan_resume
+from ._resume import Resumable, ResumePlan, _settle, begin_journal, plan_resume
 from ._run_store import RunStore
 
 __all__ = ["resume_streaming"]
@@ -41,7 +41,7 @@ class _ResumingLoop(RunLoop):
         plan: ResumePlan,
         *,
         runs: RunStore,
-        journaled: bool,
+        journal: DurableJournal | None,
         note: str | None,
     ) -> None:
         status = HarnessRunStatus(
@@ -56,24 +56,28 @@ class _ResumingLoop(RunLoop):
         self._resumable = harness
         self._plan = plan
         self._runs = runs
-        self._journaled = journaled
+        self._journal = journal
         self._note = note
 
     async def _body(self) -> str:
-        self.messages.extend(await _settle(self._resumable, self.ctx, self._plan))
+        journal, plan = self._journal, self._plan
+        if journal is not None:  # journaled from before settling, so a kill while a card waits loses nothing
+            begin_journal(journal, str(self.ctx.run_id), plan)  # it marks the original resumed
+            self.ctx.journal = journal  # a sub-agent continued while settling journals in this run
+        self.messages.extend(await _settle(self._resumable, self.ctx, plan, plan, journal))
         if self._note:  # what changed while the run was down (e.g. variables a restart took away)
             self.messages.append(UserMessage(text=self._note))
-        if not self._journaled:
-            self._runs.mark_resumed(self._plan.run_id, str(self.ctx.run_id))
+        if journal is None:  # not journaled: marked once settled, so a Stop on a card leaves it resumable
+            self._runs.mark_resumed(plan.run_id, str(self.ctx.run_id))
         return await super()._body()
 
 
-def _carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: ResumePlan) -> bool:
+def _carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: ResumePlan) -> DurableJournal | None:
     """Charge the spend already recorded to the new run ``ctx`` and tell its journal what it continues.
 
-    As ``resume_run`` does before it settles. Returns whether a ``DurableJournal`` of ``harness``
-    journals to ``runs`` (it then marks the original resumed when the new run starts); if not, the
-    run marks it once the open calls are settled.
+    As ``resume_run`` does before it settles. Returns the ``DurableJournal`` of ``harness`` that
+    journals to ``runs``, if any (the run begins it before settling, which marks the original
+    resumed); without one the run marks the original once the open calls are settled.
     """
     new_id = str(ctx.run_id)
     with warnings.catch_warnings():  # an unknown price was reported when the call was made
@@ -89,12 +93,11 @@ def _carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: 
                 model=model,
                 provider=provider,
             )
-    journaled = False
     for mw in harness.middleware.middleware:
         if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
-            mw.resuming(new_id, plan.run_id, plan.from_step, plan.spent)  # it marks the original when it starts
-            journaled = True
-    return journaled
+            mw.resuming(new_id, plan.run_id, plan.from_step, plan.spent)
+            return mw
+    return None
 
 
 def resume_streaming(
@@ -121,5 +124,5 @@ def resume_streaming(
     runs = store if isinstance(store, RunStore) else RunStore(store)
     plan = plan_resume(runs, run_id)
     ctx: RunContext[Any] = context if context is not None else RunContext()
-    journaled = _carry_over(harness, ctx, runs, plan)
-    return AgentStream(_ResumingLoop(harness, ctx, plan, runs=runs, journaled=journaled, note=note))
+    journal = _carry_over(harness, ctx, runs, plan)
+    return AgentStream(_ResumingLoop(harness, ctx, plan, runs=runs, journal=journal, note=note))

@@ -73,7 +73,7 @@ class Pruned:
 
 @dataclass(frozen=True, slots=True)
 class StoredStep:
-    """One journaled step: ``kind`` is ``input``, ``model``, ``tool.started`` or ``tool.done``."""
+    """One journaled step: ``kind`` is ``input``, ``model``, ``tool.started`` or ``tool.done`` (``sub.*`` for a sub-agent's)."""
 
     seq: int
     kind: str
@@ -455,7 +455,7 @@ def spend_of(steps: list[StoredStep]) -> tuple[Usage, Decimal | None, int]:
     total, cost, calls = Usage(), Decimal(0), 0
     unknown = False
     for step in steps:
-        if step.kind != "model" or step.data.get("cached"):
+        if step.kind not in ("model", "sub.model") or step.data.get("cached"):
             continue
         usage = Usage(**step.data.get("usage", {}))
         total, calls = total + usage, calls + 1
