@@ -76,7 +76,17 @@ def _active(session: NotebookSession, ref: str | None, verb: str) -> NotebookRun
 # ------------------------------------------------------------------------------------------ commands
 def _status(host: CommandHost, session: NotebookSession, args: list[str]) -> None:
     _no_args("status", args)
-    print("\n".join(session.describe()))
+    active = session.active_runs()
+    usage, cost = session.context.usage.total(), session.context.costs.total().total_usd
+    model = session.default_model or f"{OFFLINE_MODEL} (no model configured)"
+    running = ", ".join(f"{r.label} {r.status}" for r in active)
+    print(f"thread: {session.thread_id} · default model: {model} · store: {session.store_path}")
+    print(f"runs: {len(session.runs)} ({len(active)} active{': ' + running if running else ''})")
+    estimated = " (part estimated: a provider reported no usage, or a call was stopped)" if usage.estimated else ""
+    print(f"usage: {'~' if usage.estimated else ''}{usage.total_tokens:,} tokens · {usd_text(cost)}{estimated}")
+    print(
+        f"tools: {', '.join(session.tools.names()) or 'none'} · models: {', '.join(session.models.names()) or 'none'}"
+    )
 
 
 def _runs(host: CommandHost, session: NotebookSession, args: list[str]) -> Any:

@@ -291,13 +291,14 @@ class NotebookSession:
             unknown_price=unknown_price,
         )
         attended, unattended = unattended_decision(self.approvals, self.can_answer)
-        policy = RunPolicy(limits=limits, unattended_approval=unattended, approval_timeout_s=self.approval_timeout_s,
-                           token_counting=self.token_counting)  # fmt: skip
+        approval_s, counting = self.approval_timeout_s, self.token_counting
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=[*selected, *extra_tools, *servers],
             middleware=[self._memory, _durable.journal_for(_durable.run_store_of(self), name, self.model_name(model))],
-            policy=policy,
+            policy=RunPolicy(
+                limits=limits, unattended_approval=unattended, approval_timeout_s=approval_s, token_counting=counting
+            ),
             system_prompt=system or self.system_prompt,
             name=name,
         )
@@ -435,20 +436,6 @@ class NotebookSession:
             return window, last.model, window_source(window)
         model = last.model if last is not None else self.model_name()  # the thread's model, not the default
         return fallback_window(model, last, self.context.usage.records, lambda: self.messages(thread))
-
-    def describe(self) -> list[str]:
-        """Status lines for ``%agent status``."""
-        active = self.active_runs()
-        usage, cost = self.context.usage.total(), self.context.costs.total().total_usd
-        model = self.default_model or f"{OFFLINE_MODEL} (no model configured)"
-        running = ", ".join(f"{r.label} {r.status}" for r in active)
-        return [
-            f"thread: {self.thread_id} · default model: {model} · store: {self.store_path}",
-            f"runs: {len(self._runs)} ({len(active)} active{': ' + running if running else ''})",
-            f"usage: {'~' if usage.estimated else ''}{usage.total_tokens:,} tokens · {_display.usd_text(cost)}"
-            + (" (part estimated: a provider reported no usage, or a call was stopped)" if usage.estimated else ""),
-            f"tools: {', '.join(self.tools.names()) or 'none'} · models: {', '.join(self.models.names()) or 'none'}",
-        ]
 
     # ------------------------------------------------------------------ lifecycle
     def reopen(self, store_path: str | os.PathLike[str] | None = None) -> None:
