@@ -19,11 +19,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 def race(script: str, args: Sequence[Sequence[str]], rounds: Sequence[str]) -> None:
     """Run ``rounds`` in every process at once; fails with a process's stderr if it does not say ``done``."""
+    pipe = subprocess.PIPE
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", script, *extra], cwd=REPO, text=True,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        )  # fmt: skip
+            [sys.executable, "-c", script, *extra], cwd=REPO, text=True, stdin=pipe, stdout=pipe, stderr=pipe
+        )
         for extra in args
     ]
 
