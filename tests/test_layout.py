@@ -143,6 +143,12 @@ PRIVATE_IMPORTS_ALLOWED: dict[str, str] = {
         "tinyagents_nb.magics._waiting",
     ),
     **_allow(
+        "the shut-down hook's ordering race (interrupt, then shutdown_request), which a real kernel hits only "
+        "now and then (tests/kernel/test_kernel_shutdown.py and the browser test run it for real)",
+        "tests/magics/test_shutdown_hook.py",
+        "tinyagents_nb.magics._shutdown",
+    ),
+    **_allow(
         "where the default store goes for each launcher's hint (JPY_SESSION_NAME, __session__, VS Code, the "
         "connection file), without starting JupyterLab, VS Code and a kernel for each",
         "tests/magics/test_default_store.py",

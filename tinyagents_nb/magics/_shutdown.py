@@ -67,7 +67,7 @@ class _ShutdownHook:
             active = [run for run in runs if run.mode is not None and not run.done]
             if active:  # on a worker thread: the loop this runs on (control or shell) keeps serving meanwhile
                 await asyncio.get_running_loop().run_in_executor(None, lambda: stop_for_exit(active, reason))
-            _say_again(runs, reason)
+            _say_again(runs, reason, active)
         except Exception:  # never hold the kernel's own shutdown up
             pass
         result = self.inner(stream, ident, parent)
@@ -75,17 +75,20 @@ class _ShutdownHook:
             await result
 
 
-def _say_again(runs: Sequence[NotebookRun], reason: str) -> None:
+def _say_again(runs: Sequence[NotebookRun], reason: str, stopped: Sequence[NotebookRun] = ()) -> None:
     """Runs the shut-down's own interrupt already stopped: their records say why again, with ``reason``.
 
     jupyter_client interrupts the kernel just before it asks it to shut down, and an idle kernel's
     ■ stops a background run (and writes its record) in a fraction of a second: that record would
-    say "interrupted" for a run the shut-down ended.
+    say "interrupted" for a run the shut-down ended. The ``stopped`` runs (``stop_for_exit`` just set
+    their reason) are sent again too: the interrupt may have shown a run's record in the moment
+    between its end and its future resolving, when it still counted as active.
     """
     now = time.monotonic()
     for run in runs:
         ended = run.ended_at
-        if run.stop_reason != "interrupted" or ended is None or now - ended > _JUST_NOW_S:
+        recent = run.stop_reason == "interrupted" and ended is not None and now - ended <= _JUST_NOW_S
+        if not recent and run not in stopped:
             continue
         run.ended_by = reason
         again = getattr(run.view, "show_record_again", None)
