@@ -13,6 +13,7 @@ import argparse
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 from benchmarks._common import describe_machine, package_version
 
@@ -27,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a short smoke run of every benchmark")
     parser.add_argument(
+        "--jobs", type=int, default=1, help="benchmarks run at once (for smoke runs: they skew each other's figures)"
+    )
+    parser.add_argument(
         "names", nargs="*", choices=[[], *BENCHMARKS, *OPT_IN], metavar="name", help=", ".join((*BENCHMARKS, *OPT_IN))
     )
     args = parser.parse_args(argv)
@@ -39,10 +43,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     started = time.perf_counter()
     failed = []
-    for name in names:
-        command = [sys.executable, "-m", f"benchmarks.bench_{name}", *(["--quick"] if args.quick else [])]
-        if subprocess.run(command, check=False).returncode != 0:
-            failed.append(name)
+    commands = [
+        [sys.executable, "-m", f"benchmarks.bench_{name}", *(["--quick"] if args.quick else [])] for name in names
+    ]
+    if args.jobs <= 1:
+        for name, command in zip(names, commands, strict=True):
+            if subprocess.run(command, check=False).returncode != 0:
+                failed.append(name)
+    else:  # each one's output is held and printed whole, in the usual order
+        with ThreadPoolExecutor(args.jobs) as pool:
+            runs = [pool.submit(subprocess.run, c, stdout=subprocess.PIPE, text=True, check=False) for c in commands]
+            for name, run in zip(names, runs, strict=True):
+                proc = run.result()
+                print(proc.stdout, end="", flush=True)
+                if proc.returncode != 0:
+                    failed.append(name)
     print(f"\nall benchmarks done in {time.perf_counter() - started:.0f} s", flush=True)
     if failed:
         print(f"FAILED: {', '.join(failed)}", file=sys.stderr)

@@ -7,6 +7,7 @@ an anyio test, where ``asyncio.get_running_loop()`` works as it does in a kernel
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +39,14 @@ def shell(monkeypatch: pytest.MonkeyPatch, tmp_path: Any) -> Iterator[Interactiv
     finally:
         ip.run_line_magic("unload_ext", "tinyagents_nb")
         InteractiveShell.clear_instance()
+        forget_shell(ip)
+
+
+def forget_shell(ip: InteractiveShell) -> None:
+    """Drop a finished shell's exit hook: IPython registers one per shell with ``atexit``, which keeps every
+    test's shell (and its namespace) alive to the end, then runs a namespace reset and a full
+    ``gc.collect()`` per shell at interpreter exit: minutes after the last test over a suite's shells."""
+    atexit.unregister(ip.atexit_operations)
 
 
 @pytest.fixture

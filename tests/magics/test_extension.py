@@ -10,7 +10,7 @@ from tinyagents_nb.harness import StoreError
 from tinyagents_nb.harness.testkit import ScriptedModel
 from tinyagents_nb.magics import AgentMagics, NotebookSession, get_session
 
-from .conftest import last_run, run_ok
+from .conftest import forget_shell, last_run, run_ok
 
 
 def test_load_registers_both_magics_and_unload_removes_them(shell: InteractiveShell) -> None:
@@ -87,6 +87,7 @@ def test_config_file_settings_apply_at_load(tmp_path: object, monkeypatch: pytes
     finally:
         ip.run_line_magic("unload_ext", "tinyagents_nb")
         InteractiveShell.clear_instance()
+        forget_shell(ip)
 
 
 def test_store_path_change_waits_for_reset(

@@ -181,35 +181,24 @@ async def test_the_journal_survives_in_the_store_file(tmp_path: Path) -> None:
 
 
 _START_SESSION = """
-import sys, time
+import sys
 from tinyagents_nb.magics import NotebookSession
-start = float(sys.argv[2])
-while time.time() < start:  # every "kernel" opens the session file at the same instant
-    time.sleep(0.0005)
-session = NotebookSession(store_path=sys.argv[1])
-session.store.put("kernels", sys.argv[3], True)
+print("ready", flush=True)
+sessions = []  # left open, as a kernel that goes on running leaves its session
+for line in sys.stdin:  # one fresh file per round: every "kernel" opens it at the same instant
+    session = NotebookSession(store_path=line.strip())
+    session.store.put("kernels", sys.argv[1], True)
+    sessions.append(session)
+    print("done", flush=True)
 """
 
 
 def test_several_kernels_start_sessions_on_one_fresh_file(tmp_path: Path) -> None:
-    import subprocess
-    import sys
-    import time
-
+    from tests.racers import race
     from tinyagents_nb.harness import SQLiteStore
 
-    repo = Path(__file__).resolve().parents[2]
-    for round_ in range(2):
-        path = tmp_path / f"r{round_}" / "session.sqlite"
-        start = time.time() + 2.5  # after every interpreter has imported the package
-        procs = [
-            subprocess.Popen(
-                [sys.executable, "-c", _START_SESSION, str(path), str(start), f"k{i}"], cwd=repo, stderr=subprocess.PIPE
-            )
-            for i in range(5)
-        ]
-        for proc in procs:
-            _, stderr = proc.communicate(timeout=90)
-            assert proc.returncode == 0, stderr.decode()
+    paths = [tmp_path / f"r{round_}" / "session.sqlite" for round_ in range(2)]
+    race(_START_SESSION, [[f"k{i}"] for i in range(5)], [str(path) for path in paths])
+    for path in paths:
         with SQLiteStore(path) as store:
             assert store.keys("kernels") == [f"k{i}" for i in range(5)]

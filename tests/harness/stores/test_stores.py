@@ -21,6 +21,7 @@ import anyio.to_thread
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from tests.racers import race
 from tinyagents_nb.harness import ConfigurationError, StoreError, ThreadId, TinyAgentsError
 from tinyagents_nb.harness.observability import SQLiteEventJournal
 from tinyagents_nb.harness.retrieval import SQLiteVectorStore
@@ -618,28 +619,23 @@ def test_many_threads_first_opening_one_fresh_file_all_succeed(tmp_path: Path) -
 
 _OPENER = textwrap.dedent(
     """
-    import sys, time
+    import sys
     from tinyagents_nb.harness.stores import SQLiteStore
-    start = float(sys.argv[2])
-    while time.time() < start:  # every process opens at the same instant
-        time.sleep(0.0005)
-    for _ in range(3):
-        SQLiteStore(sys.argv[1]).close()
+    print("ready", flush=True)
+    for line in sys.stdin:  # one fresh path per round, handed to every process at the same instant
+        for _ in range(3):
+            SQLiteStore(line.strip()).close()
+        print("done", flush=True)
     """
 )
 
 
 def test_several_processes_first_opening_one_fresh_file_all_succeed(tmp_path: Path) -> None:
-    for round_ in range(3):
-        path = tmp_path / f"r{round_}" / "kv.sqlite"
-        start = time.time() + 2.0  # after every interpreter has imported the package
-        procs = [
-            subprocess.Popen([sys.executable, "-c", _OPENER, str(path), str(start)], cwd=REPO, stderr=subprocess.PIPE)
-            for _ in range(6)
-        ]
-        for proc in procs:
-            _, stderr = proc.communicate(timeout=60)
-            assert proc.returncode == 0, stderr.decode()
+    paths = [tmp_path / f"r{round_}" / "kv.sqlite" for round_ in range(3)]
+    race(_OPENER, [[] for _ in range(6)], [str(path) for path in paths])
+    for path in paths:
+        with contextlib.closing(sqlite3.connect(path)) as raw:
+            assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
 
 @pytest.mark.parametrize("opener", [SQLiteStore, SQLiteEventJournal, SQLiteVectorStore])
