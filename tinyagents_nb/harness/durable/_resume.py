@@ -266,6 +266,34 @@ async def _continue_child(
     return ToolResult.ok(run.final_text).to_message(call)
 
 
+def carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: ResumePlan) -> DurableJournal | None:
+    """Charge the spend already recorded to the new run ``ctx`` and tell its journal what it continues.
+
+    Both resumes do it before they settle. Returns the ``DurableJournal`` of ``harness`` that
+    journals to ``runs``, if any (the run begins it before settling, which marks the original
+    resumed); without one the run marks the original once the open calls are settled.
+    """
+    new_id = str(ctx.run_id)
+    with warnings.catch_warnings():  # an unknown price was reported when the call was made
+        warnings.simplefilter("ignore", CostUnknownWarning)
+        for usage, model, provider in plan.spent:  # charged once, to the run that carries the job on
+            ctx.usage.record(run_id=new_id, parent_run_id=None, root_run_id=new_id, depth=0, usage=usage, model=model)
+            ctx.costs.record(
+                run_id=new_id,
+                parent_run_id=None,
+                root_run_id=new_id,
+                depth=0,
+                usage=usage,
+                model=model,
+                provider=provider,
+            )
+    for mw in harness.middleware.middleware:
+        if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
+            mw.resuming(new_id, plan.run_id, plan.from_step, plan.spent)
+            return mw
+    return None
+
+
 def begin_journal(journal: DurableJournal, run_id: str, plan: ResumePlan) -> None:
     """Journal the resumed run from before its open calls are settled (it marks the original resumed).
 
@@ -298,25 +326,8 @@ async def resume_run(
     ctx: RunContext[Any] = RunContext(config=config if config is not None else RunConfig(), data=data)
     ctx.approvals = approvals
     new_id = str(ctx.run_id)
-    with warnings.catch_warnings():  # an unknown price was reported when the call was made
-        warnings.simplefilter("ignore", CostUnknownWarning)
-        for usage, model, provider in plan.spent:  # charged once, to the run that carries the job on
-            ctx.usage.record(run_id=new_id, parent_run_id=None, root_run_id=new_id, depth=0, usage=usage, model=model)
-            ctx.costs.record(
-                run_id=new_id,
-                parent_run_id=None,
-                root_run_id=new_id,
-                depth=0,
-                usage=usage,
-                model=model,
-                provider=provider,
-            )
-    journal = next(
-        (mw for mw in harness.middleware.middleware if isinstance(mw, DurableJournal) and mw.store.same_file(runs)),
-        None,
-    )
+    journal = carry_over(harness, ctx, runs, plan)
     if journal is not None:  # journaled from before settling, so a kill while settling loses nothing
-        journal.resuming(new_id, run_id, plan.from_step, plan.spent)
         begin_journal(journal, new_id, plan)  # it marks the original resumed
         ctx.journal = journal  # a sub-agent continued while settling journals in this run
     else:

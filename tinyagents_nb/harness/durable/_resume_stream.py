@@ -10,18 +10,16 @@ resumed run ``cancelled`` before its first step is journaled, which leaves the o
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Any, Protocol
 
 from .._agent_stream import AgentStream
 from .._context import RunContext
-from .._cost import CostUnknownWarning
 from .._loop import RunLoop
 from .._loop_harness import LoopHarness
 from .._messages import UserMessage
 from .._run import HarnessRunStatus
 from ._journal_mw import DurableJournal
-from ._resume import Resumable, ResumePlan, _settle, begin_journal, plan_resume
+from ._resume import Resumable, ResumePlan, _settle, begin_journal, carry_over, plan_resume
 from ._run_store import RunStore
 
 __all__ = ["resume_streaming"]
@@ -72,34 +70,6 @@ class _ResumingLoop(RunLoop):
         return await super()._body()
 
 
-def _carry_over(harness: Resumable, ctx: RunContext[Any], runs: RunStore, plan: ResumePlan) -> DurableJournal | None:
-    """Charge the spend already recorded to the new run ``ctx`` and tell its journal what it continues.
-
-    As ``resume_run`` does before it settles. Returns the ``DurableJournal`` of ``harness`` that
-    journals to ``runs``, if any (the run begins it before settling, which marks the original
-    resumed); without one the run marks the original once the open calls are settled.
-    """
-    new_id = str(ctx.run_id)
-    with warnings.catch_warnings():  # an unknown price was reported when the call was made
-        warnings.simplefilter("ignore", CostUnknownWarning)
-        for usage, model, provider in plan.spent:  # charged once, to the run that carries the job on
-            ctx.usage.record(run_id=new_id, parent_run_id=None, root_run_id=new_id, depth=0, usage=usage, model=model)
-            ctx.costs.record(
-                run_id=new_id,
-                parent_run_id=None,
-                root_run_id=new_id,
-                depth=0,
-                usage=usage,
-                model=model,
-                provider=provider,
-            )
-    for mw in harness.middleware.middleware:
-        if isinstance(mw, DurableJournal) and mw.store.same_file(runs):
-            mw.resuming(new_id, plan.run_id, plan.from_step, plan.spent)
-            return mw
-    return None
-
-
 def resume_streaming(
     harness: StreamResumable,
     run_id: str,
@@ -124,5 +94,5 @@ def resume_streaming(
     runs = store if isinstance(store, RunStore) else RunStore(store)
     plan = plan_resume(runs, run_id)
     ctx: RunContext[Any] = context if context is not None else RunContext()
-    journal = _carry_over(harness, ctx, runs, plan)
+    journal = carry_over(harness, ctx, runs, plan)
     return AgentStream(_ResumingLoop(harness, ctx, plan, runs=runs, journal=journal, note=note))
