@@ -29,7 +29,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     tool,
 )
-from tinyagents_nb.harness.providers import OpenAIChatModel, ProviderSpec
+from tinyagents_nb.harness.providers import HostTokenCounter, OpenAIChatModel, ProviderSpec
 
 pytestmark = pytest.mark.anyio
 
@@ -219,3 +219,11 @@ async def test_pieces_that_do_not_split_by_the_marker_are_asked_one_by_one(repla
     await model.aclose()
     assert counted == tokens(render({"messages": list(messages)})) + 1
     assert fake.calls["/tokenize"] == 1 + 3  # the joint request, then each of the three pieces
+
+
+def test_the_counters_printout_never_shows_credentials_in_the_host_url() -> None:
+    counter = HostTokenCounter("http://user:sk-secret-1@127.0.0.1:9/root?key=sk-secret-2")
+    shown = repr(counter)
+    assert "sk-secret" not in shown
+    assert "user" not in shown
+    assert "127.0.0.1:9/root" in shown

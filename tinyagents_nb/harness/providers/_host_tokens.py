@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Final, Literal
 
 import anyio
 
-from ._http import httpx_module
+from ._http import httpx_module, public_url
 
 if TYPE_CHECKING:
     import httpx
@@ -247,7 +247,7 @@ class HostTokenCounter:
 
     def __repr__(self) -> str:
         return (
-            f"HostTokenCounter(root={self.root!r}, mode={self.mode!r}, requests={self.requests}, "
+            f"HostTokenCounter(root={public_url(self.root)!r}, mode={self.mode!r}, requests={self.requests}, "
             f"cached_pieces={self.cached_pieces}, agreed={self.agreed}/{self.checked})"
         )
 
