@@ -4,10 +4,25 @@ import os
 import shutil
 import tempfile
 import uuid
+from pathlib import Path
 
 import pytest
 
 from tinyagents_nb.harness.models import clear_calibrations
+
+
+TIERS = {name: Path(__file__).with_name(name) for name in ("kernel", "browser", "realserver")}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every test in tests/kernel, tests/browser and tests/realserver carries that folder's marker, so
+    ``-m "kernel or browser or realserver"`` and its negation split the suite into two disjoint lanes
+    (``./dev test`` runs them side by side) even where a module forgets its ``pytestmark``."""
+    for item in items:
+        for name, folder in TIERS.items():
+            if item.path.is_relative_to(folder):
+                item.add_marker(name)
 
 
 @pytest.fixture
