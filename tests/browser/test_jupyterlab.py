@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ARTIFACTS, CHROMIUM, TOKEN, serve_notebook
+from .conftest import ARTIFACTS, CHROMIUM, TOKEN, Notebook, fresh_notebook, serve_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(240)]
 
@@ -37,11 +37,18 @@ CELLS = [
 ]
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One Jupyter server for the module: its base URL and root folder."""
+    folder = tmp_path_factory.mktemp("lab")
+    with serve_notebook(folder, CELLS) as base:
+        yield base, folder / "root"
+
+
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[str]:
-    """The server's base URL; the notebook is ``agent.ipynb`` in its root (``tmp_path / "root"``)."""
-    with serve_notebook(tmp_path, CELLS) as base:
-        yield base
+def lab(server: tuple[str, Path]) -> Notebook:
+    """A notebook of ``CELLS`` that no other test opened: its own kernel session and saved copy."""
+    return fresh_notebook(*server, CELLS)
 
 
 def _accept_dialogs(page: Any) -> None:
@@ -76,7 +83,7 @@ def _run_cell(page: Any, panel: Any, index: int) -> None:
 
 @pytest.mark.parametrize("frontend", ["lab", "notebook"])
 def test_stop_cancels_a_waiting_cell_and_the_saved_notebook_shows_the_answer(
-    lab: str, frontend: str, tmp_path: Path
+    lab: Notebook, frontend: str, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect, sync_playwright
 
@@ -85,12 +92,12 @@ def test_stop_cancels_a_waiting_cell_and_the_saved_notebook_shows_the_answer(
         "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
         "--disable-background-networking", "--disable-component-update", "--disable-sync",
     ]  # fmt: skip
-    path = "/lab/tree/agent.ipynb?reset" if frontend == "lab" else "/notebooks/agent.ipynb?"
+    path = f"/lab/tree/{lab.name}?reset" if frontend == "lab" else f"/notebooks/{lab.name}?"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=args)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(f"{lab}{path}&token={TOKEN}")
+            page.goto(f"{lab.base}{path}&token={TOKEN}")
             panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
             expect(panel).to_be_visible(timeout=60_000)
             page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)
@@ -120,7 +127,7 @@ def test_stop_cancels_a_waiting_cell_and_the_saved_notebook_shows_the_answer(
             assert "running" not in shown
             page.screenshot(path=str(ARTIFACTS / f"{frontend}-waiting-stopped.png"), full_page=True)
             page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-            saved = tmp_path / "root" / "agent.ipynb"
+            saved = lab.path
             deadline = time.monotonic() + 30
             while "stopped here" not in saved.read_text() and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -139,7 +146,7 @@ def test_stop_cancels_a_waiting_cell_and_the_saved_notebook_shows_the_answer(
             browser.close()
 
 
-def test_after_a_kernel_restart_a_live_dashboard_says_the_kernel_is_gone(lab: str) -> None:
+def test_after_a_kernel_restart_a_live_dashboard_says_the_kernel_is_gone(lab: Notebook) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -147,7 +154,7 @@ def test_after_a_kernel_restart_a_live_dashboard_says_the_kernel_is_gone(lab: st
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--headless", "--no-sandbox", "--disable-gpu"])
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            page.goto(f"{lab}/lab/tree/agent.ipynb?reset&token={TOKEN}")
+            page.goto(f"{lab.base}/lab/tree/{lab.name}?reset&token={TOKEN}")
             panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
             expect(panel).to_be_visible(timeout=60_000)
             page.wait_for_function(
