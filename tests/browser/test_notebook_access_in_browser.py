@@ -7,12 +7,13 @@ Screenshots go to ``artifacts/`` (``{frontend}-propose-cell.png``, ``{frontend}-
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN, serve_notebook
+from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN, fresh_notebook, serve_notebook
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
 
@@ -53,17 +54,26 @@ def _sources(page: Any) -> list[str]:
     )
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One Jupyter server for both frontends (its base URL and root); each test opens a fresh notebook in it."""
+    folder = tmp_path_factory.mktemp("lab")
+    with serve_notebook(folder, CELLS) as base:
+        yield base, folder / "root"
+
+
 @pytest.mark.parametrize("frontend", ["lab", "notebook"])
-def test_propose_cell_and_agent_fix_put_a_new_cell_below(tmp_path: Path, frontend: str) -> None:
+def test_propose_cell_and_agent_fix_put_a_new_cell_below(server: tuple[str, Path], frontend: str) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    path = "/lab/tree/agent.ipynb?reset&" if frontend == "lab" else "/notebooks/agent.ipynb?"
-    with serve_notebook(tmp_path, CELLS) as base, sync_playwright() as p:
+    notebook = fresh_notebook(*server, CELLS)
+    path = f"/lab/tree/{notebook.name}?reset&" if frontend == "lab" else f"/notebooks/{notebook.name}?"
+    with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1300, "height": 1100})
         try:
-            page.goto(f"{base}{path}token={TOKEN}")
+            page.goto(f"{notebook.base}{path}token={TOKEN}")
             panel = page.locator(".jp-NotebookPanel:not(.lm-mod-hidden)")
             expect(panel).to_be_visible(timeout=60_000)
             page.wait_for_function("() => window.jupyterapp && window.jupyterapp.shell.currentWidget", timeout=60_000)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN, serve_notebook
+from .conftest import ARTIFACTS, CHROMIUM, CHROMIUM_ARGS, TOKEN, Notebook, fresh_notebook, serve_notebook
 from .test_jupyterlab import _accept_dialogs, _run_cell
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(300)]
@@ -61,10 +61,17 @@ MATH = "mjx-container, .MathJax, .MathJax_Preview, .katex, .katex-display, scrip
 """Whatever MathJax 2/3 or KaTeX leaves where it typeset something."""
 
 
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+    """One Jupyter server for the module (its base URL and root); each test opens a fresh notebook in it."""
+    folder = tmp_path_factory.mktemp("lab")
+    with serve_notebook(folder, CELLS) as base:
+        yield base, folder / "root"
+
+
 @pytest.fixture
-def lab(tmp_path: Path) -> Iterator[str]:
-    with serve_notebook(tmp_path, CELLS) as base:
-        yield base
+def lab(server: tuple[str, Path]) -> Notebook:
+    return fresh_notebook(*server, CELLS)
 
 
 def _open(page: Any, url: str) -> Any:
@@ -91,17 +98,17 @@ def _run_and_wait(page: Any, panel: Any, index: int, count: int) -> None:
 
 @pytest.mark.parametrize("frontend", ["lab", "notebook"])
 def test_rerun_stops_the_old_run_money_is_not_math_and_the_record_keeps_details(
-    lab: str, frontend: str, tmp_path: Path
+    lab: Notebook, frontend: str, tmp_path: Path
 ) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
-    path = "/lab/tree/agent.ipynb?reset" if frontend == "lab" else "/notebooks/agent.ipynb?"
+    path = f"/lab/tree/{lab.name}?reset" if frontend == "lab" else f"/notebooks/{lab.name}?"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 1400, "height": 1000})
         try:
-            panel = _open(page, f"{lab}{path}&token={TOKEN}")
+            panel = _open(page, f"{lab.base}{path}&token={TOKEN}")
             count = 0
             for index in (0, 1):
                 count += 1
@@ -177,7 +184,7 @@ def test_rerun_stops_the_old_run_money_is_not_math_and_the_record_keeps_details(
 
             # saved, then exported without a kernel: the details and the stop are still there
             page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
-            saved = tmp_path / "root" / "agent.ipynb"
+            saved = lab.path
             deadline = time.monotonic() + 30
             while "<details>" not in saved.read_text() and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -221,12 +228,11 @@ get_session().register_model('talker', StreamingMock('word ' * 3000, chunk_delay
 
 
 @pytest.fixture
-def narrow_lab(tmp_path: Path) -> Iterator[str]:
-    with serve_notebook(tmp_path, NARROW_CELLS) as base:
-        yield base
+def narrow_lab(server: tuple[str, Path]) -> Notebook:
+    return fresh_notebook(*server, NARROW_CELLS)
 
 
-def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(narrow_lab: str) -> None:
+def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(narrow_lab: Notebook) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
@@ -234,7 +240,7 @@ def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(na
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 620, "height": 1000})
         try:
-            panel = _open(page, f"{narrow_lab}/lab/tree/agent.ipynb?reset&token={TOKEN}")
+            panel = _open(page, f"{narrow_lab.base}/lab/tree/{narrow_lab.name}?reset&token={TOKEN}")
             for index in (0, 1):
                 _run_and_wait(page, panel, index, index + 1)
             _run_cell(page, panel, 2)
