@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+import anyio.lowlevel
 import pytest
 
 from tinyagents_nb.harness import (
@@ -129,14 +130,30 @@ async def test_a_raising_hook_completes_with_its_error_name() -> None:
 
 
 # ------------------------------------------------------------------------------------------ rate limits, selection
+class ManualClock:
+    """Time that moves only while the limiter sleeps: on a busy machine the 20 ms between the two model
+    calls could pass on the wall clock and refill the bucket, so the second call would not wait."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    async def sleep(self, delay: float) -> None:
+        await anyio.lowlevel.checkpoint()
+        self.now += delay
+
+
 async def test_rate_limit_waits_are_reported() -> None:
-    limiter = RateLimiter(rate_per_s=50, burst=1)
+    clock = ManualClock()
+    limiter = RateLimiter(rate_per_s=50, burst=1, clock=clock, sleep=clock.sleep)
     harness = AgentHarness(model=two_turns(), tools=[lookup], policy=RunPolicy(rate_limiter=limiter))
     run, events = await harness.invoke_with_events("go")
     assert run.ok
     waits = [e for e in events if e.kind == "rate_limit.waited"]
     assert len(waits) == 1  # the first call takes the burst token; the second waits for a refill
-    assert waits[0].waited_s > 0
+    assert waits[0].waited_s == pytest.approx(0.02)  # one token at 50 per second
     assert waits[0].call_id
 
 
