@@ -10,7 +10,6 @@ import pytest
 
 from tinyagents_nb.harness.models import clear_calibrations
 
-
 TIERS = {name: Path(__file__).with_name(name) for name in ("kernel", "browser", "realserver")}
 
 
