@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +24,35 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         for name, folder in TIERS.items():
             if item.path.is_relative_to(folder):
                 item.add_marker(name)
+
+
+QUIET_ENV = "TINYAGENTS_QUIET_LOCKS"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    """Under ``./dev test``'s lanes (which set ``TINYAGENTS_QUIET_LOCKS`` to a folder), a test that asserts
+    wall-clock bounds on a real server's work (``quiet`` or ``realserver``) runs while the other lane
+    waits between its tests, as it would in a serial run; every other test runs side by side.
+
+    Two flock files: a test shares ``lock`` while it runs; a quiet test holds ``gate`` exclusively until it
+    has ``lock`` exclusively (so the other lane's next test cannot slip in and starve it), then lets the
+    gate go and keeps ``lock`` until it ends. Without the variable (a plain pytest run) nothing is locked.
+    """
+    folder = os.environ.get(QUIET_ENV)
+    if not folder:
+        return (yield)
+    quiet = item.get_closest_marker("quiet") is not None or item.get_closest_marker("realserver") is not None
+    with open(os.path.join(folder, "gate"), "a") as gate, open(os.path.join(folder, "lock"), "a") as lock:
+        fcntl.flock(gate, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX if quiet else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 @pytest.fixture
