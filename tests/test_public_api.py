@@ -414,6 +414,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "ToolCompleted",
         "ToolDeltaEvent",
         "ToolFailed",
+        "ToolReplayed",
         "ToolStarted",
         "UsageRecorded",
         "event_to_dict",

@@ -48,10 +48,43 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     assert "all done" in out
     assert "330 tokens in all" in out
     tail = row["run"].split()[-1]
-    assert re.search(rf"run \S+ resumed run \S+{tail} from step 2 ", out)  # the record names the original
+    assert re.search(rf"\[completed · run [0-9a-f]{{8}} resumed run {tail} from step 2 ", out)  # short ids
+    assert not re.search(r"run-[0-9a-f]{12}-", out)  # no full run id in what the resume says
     assert (tmp_path / "charge.log").read_text().count("x") == 1
     runs = run_ok(shell, "%agent runs").result
     assert not (runs["status"] == "interrupted").any()
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_resumed_runs_record_dashboard_and_run_list_count_every_tool_call_of_the_job(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kill._kill_in(tmp_path, "lookup")  # charge finished before the kill; lookup (idempotent) was cut off
+    monkeypatch.setenv("DURABLE_FOLDER", str(tmp_path))
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(tmp_path / 'runs.sqlite')!r}")
+    run_ok(shell, "%agent reset")
+    session = get_session()
+    session.register_model("function", FunctionModel(answer))
+    session.register_tool(charge)
+    session.register_tool(lookup)
+    capsys.readouterr()
+    run_ok(shell, "%agent resume")
+    out = capsys.readouterr().out
+    run = shell.user_ns["_agent"]
+    assert run.status == "completed"
+    assert (tmp_path / "charge.log").read_text().count("x") == 1  # replayed, never run again
+    assert (tmp_path / "lookup.log").read_text().count("x") == 2  # cut off, idempotent: run again
+    assert "· 2 tool calls ·" in out  # the record's last line: charge (from the journal) and lookup
+    plain = run._repr_mimebundle_()["text/plain"]
+    assert "tool calls (2):" in plain
+    assert 'charge (from before the restart) {"amount": 5} → charged 5' in plain
+    assert 'lookup {"key": "k"} → k=42' in plain  # run now: not marked
+    assert "charge</code> · from before the restart" in run._repr_mimebundle_()["text/markdown"]
+    assert run.dashboard.details().tool_calls == 2
+    assert run.outcome.tool_calls == 2
+    runs = run_ok(shell, "%agent runs").result
+    (row,) = runs[runs["run"] == run.label].to_dict("records")
+    assert row["tool_calls"] == 2  # %agent runs agrees with the record
 
 
 def test_loading_the_extension_says_there_are_interrupted_runs(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -75,7 +76,15 @@ def test_an_interrupted_rlm_run_is_listed_and_resumes_in_a_fresh_repl(
     run_ok(shell, f"%agent resume {row['run'].split()[-1]}")
     out = capsys.readouterr().out
     assert "resumed RLM run" in out
-    assert "\n3\n" in f"\n{out}"  # the answer, computed in a fresh REPL holding the notebook's logs again
+    handle = shell.user_ns["_agent"]  # shown and waited for as a %%agent --rlm cell's run: dashboard, then record
+    assert handle.mode == "waiting"
+    assert handle.dashboard is not None
+    assert handle.final_text == "3"  # computed in a fresh REPL holding the notebook's logs again
+    assert "answer: 3" in out
+    details = handle.dashboard.details()
+    assert (details.code_steps, details.tool_calls) == (2, 0)  # the skipped block and the new one: code steps
+    assert "· 0 tool calls · 2 code steps ·" in out
+    assert re.search(rf"\[completed · run [0-9a-f]{{8}} resumed RLM run {row['run'].split()[-1]} from step 2 ", out)
     assert "namespace is not saved" in seen[0]  # always told its REPL is new
     assert "code blocks created are gone" not in seen[0]  # its only block never finished: nothing it made is lost
     assert not (run_ok(shell, "%agent runs").result["status"] == "interrupted").any()

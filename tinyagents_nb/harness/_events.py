@@ -54,6 +54,7 @@ __all__ = [
     "ToolCompleted",
     "ToolDeltaEvent",
     "ToolFailed",
+    "ToolReplayed",
     "ToolStarted",
     "UsageRecorded",
     "event_to_dict",
@@ -233,6 +234,19 @@ class ToolFailed(AgentEvent):
     error: str
     duration_s: float = 0.0
     status: str = "failed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolReplayed(AgentEvent):
+    """A resumed run's call answered before the interruption, from its journal (not run again): so the
+    run's record and counts cover every call of the job. It has no duration and no trace span."""
+
+    kind: Literal["tool.replayed"] = "tool.replayed"
+    call_id: str
+    tool_name: str
+    arguments: Any = None
+    output: str = ""
+    is_error: bool = False
 
 
 # ------------------------------------------------------------------------------------------ approvals

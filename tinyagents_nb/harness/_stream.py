@@ -30,7 +30,7 @@ _ALL_MODES: Final[tuple[StreamMode, ...]] = get_args(StreamMode)
 MODE_KINDS: Final[dict[StreamMode, frozenset[str]]] = {
     # text and reasoning deltas, numbered by attempt, and the marker that drops a failed attempt
     "messages": frozenset({"model.delta", "model.discarded", "model.retracted"}),
-    "tools": frozenset({"tool.started", "tool.delta", "tool.completed", "tool.failed"}),
+    "tools": frozenset({"tool.started", "tool.delta", "tool.completed", "tool.failed", "tool.replayed"}),
     "updates": frozenset(
         {
             "run.started",
@@ -44,6 +44,7 @@ MODE_KINDS: Final[dict[StreamMode, frozenset[str]]] = {
             "tool.started",
             "tool.completed",
             "tool.failed",
+            "tool.replayed",
             "subagent.started",
             "subagent.completed",
             "subagent.reused",

@@ -66,6 +66,11 @@ class EventRouter:
         self._retries: dict[tuple[str, str], int] = {}
         self._step_tools: dict[str, str] = {}
         """The tool whose calls are code steps, by RLM run id (``rlm.started``)."""
+        self._early: dict[str, list[tuple[str, int]]] = {}
+        """Calls a resumed run reported before its first model call (tool, row key), by run id: those it
+        replayed from its journal and settled. ``rlm.started`` comes after them, and makes its code steps."""
+        self._talking: set[str] = set()
+        """Runs that made a model call (their later calls are not early)."""
         self._handlers: Mapping[str, Callable[[Any], None]] = {
             "model.delta": self._on_delta,
             "model.started": self._on_model_started,
@@ -76,6 +81,7 @@ class EventRouter:
             "tool.completed": self._on_tool_completed,
             "tool.failed": self._on_tool_failed,
             "tool.delta": self._on_tool_delta,
+            "tool.replayed": self._on_tool_replayed,
             "subagent.started": self._on_subagent_started,
             "subagent.completed": lambda e: tree.finish(e.child_run_id, e.status),
             "context.pressure": self._on_pressure,
@@ -145,6 +151,8 @@ class EventRouter:
         self._note(event, f"attempt {event.attempt} failed, retrying in {event.delay_s:.1f} s: {event.error}")
 
     def _on_model_started(self, event: Any) -> None:
+        self._talking.add(event.run_id)  # past the run's start: rlm.started would have come by now
+        self._early.pop(event.run_id, None)
         self._state.live_calls.add((event.run_id, event.call_id))  # counted while it streams (a retry is the same call)
 
     def _on_model_completed(self, event: Any) -> None:
@@ -161,6 +169,11 @@ class EventRouter:
 
     def _on_rlm_started(self, event: Any) -> None:
         self._step_tools[event.run_id] = event.tool_name
+        for tool_name, key in self._early.pop(event.run_id, []):  # reported before the run said it was RLM
+            if tool_name == event.tool_name:  # a code step (replayed, or skipped on resume), not a tool call
+                self._tools.drop(key)
+                self._state.tool_calls -= 1
+                self._state.code_steps += 1
 
     def _is_step_call(self, event: Any) -> bool:
         """A call that runs an RLM run's code: its steps show it (see the module docstring)."""
@@ -170,7 +183,27 @@ class EventRouter:
         if self._is_step_call(event):
             return
         caption = self._tree.caption(event.run_id)
-        self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
+        key = self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
+        if event.run_id not in self._talking:  # a resumed run settling its open calls (see _on_rlm_started)
+            self._early.setdefault(event.run_id, []).append((event.tool_name, key))
+
+    def _on_tool_replayed(self, event: Any) -> None:
+        """A resumed run's call from before the restart: counted and listed (marked), never shown as running."""
+        if self._is_step_call(event):
+            self._state.code_steps += 1
+            return
+        self._state.tool_calls += 1
+        caption = self._tree.caption(event.run_id)
+        key = self._tools.replayed(
+            event.run_id,
+            event.call_id,
+            event.tool_name,
+            event.arguments,
+            caption,
+            output=event.output,
+            is_error=event.is_error,
+        )
+        self._early.setdefault(event.run_id, []).append((event.tool_name, key))
 
     def _on_tool_delta(self, event: Any) -> None:
         data = event.data
