@@ -238,8 +238,9 @@ class ToolFailed(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class ToolReplayed(AgentEvent):
-    """A resumed run's call answered before the interruption, from its journal (not run again): so the
-    run's record and counts cover every call of the job. It has no duration and no trace span."""
+    """A resumed run's call answered before the interruption, from its journal: never run again, no span."""
+
+    # so a resumed run's record and counts cover every tool call of the job
 
     kind: Literal["tool.replayed"] = "tool.replayed"
     call_id: str
