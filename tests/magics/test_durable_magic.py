@@ -7,12 +7,13 @@ import re
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from tinyagents_nb.harness import ModelRequest
-from tinyagents_nb.harness.durable import RunStore
+from tinyagents_nb.harness.durable import ResumePlan, RunStore
 from tinyagents_nb.harness.testkit import FunctionModel
 from tinyagents_nb.magics import get_session
 
@@ -55,6 +56,19 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     assert not (runs["status"] == "interrupted").any()
 
 
+def _count_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a ``ResumePlan`` is read from the journal from now on (one item, counting)."""
+    made = [0]
+    init = ResumePlan.__init__
+
+    def counted(self: ResumePlan, *args: Any, **kwargs: Any) -> None:
+        made[0] += 1
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(ResumePlan, "__init__", counted)
+    return made
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
 def test_a_resumed_runs_record_dashboard_and_run_list_count_every_tool_call_of_the_job(
     shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
@@ -68,8 +82,10 @@ def test_a_resumed_runs_record_dashboard_and_run_list_count_every_tool_call_of_t
     session.register_tool(charge)
     session.register_tool(lookup)
     capsys.readouterr()
+    plans = _count_plans(monkeypatch)
     run_ok(shell, "%agent resume")
     out = capsys.readouterr().out
+    assert plans == [1]  # the journal is read into a plan once, and the run is built from it
     run = shell.user_ns["_agent"]
     assert run.status == "completed"
     assert (tmp_path / "charge.log").read_text().count("x") == 1  # replayed, never run again

@@ -16,6 +16,7 @@ from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 from tinyagents_nb.magics import get_session
 
 from .conftest import run_ok
+from .test_durable_magic import _count_plans
 
 
 def py(code: str) -> ModelResponse:
@@ -39,7 +40,7 @@ def test_an_rlm_cell_is_journaled_with_its_context_names(shell: InteractiveShell
 
 
 def test_an_interrupted_rlm_run_is_listed_and_resumes_in_a_fresh_repl(
-    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store_path = tmp_path / "runs.sqlite"
     run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store_path)!r}")
@@ -73,8 +74,10 @@ def test_an_interrupted_rlm_run_is_listed_and_resumes_in_a_fresh_repl(
     runs = run_ok(shell, "%agent runs").result
     (row,) = runs[runs["status"] == "interrupted"].to_dict("records")
     capsys.readouterr()
+    plans = _count_plans(monkeypatch)
     run_ok(shell, f"%agent resume {row['run'].split()[-1]}")
     out = capsys.readouterr().out
+    assert plans == [1]  # read once (it was read four times: the cell, the RLM, the resume, the harness)
     assert "resumed RLM run" in out
     handle = shell.user_ns["_agent"]  # shown and waited for as a %%agent --rlm cell's run: dashboard, then record
     assert handle.mode == "waiting"
