@@ -19,7 +19,7 @@ from tinyagents_nb.magics import get_session
 
 from ..harness.durable import test_durable_resume as kill
 from ..harness.durable.durable_script import answer, charge, lookup
-from .conftest import run_ok
+from .conftest import run_error, run_ok
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
@@ -182,3 +182,17 @@ def test_a_stopped_run_resumes_when_named_and_is_never_offered_unnamed(
     assert "resumed run run-stopped from step 0" in out
     with RunStore(store_path) as store:
         assert store.get("run-stopped").status == "resumed"  # type: ignore[union-attr]
+
+
+def test_a_run_that_cannot_resume_is_named_by_its_short_id(shell: InteractiveShell, tmp_path: Path) -> None:
+    store_path = tmp_path / "runs.sqlite"
+    run_id = "run-0123456789ab-000001-deadbeef"
+    with RunStore(store_path) as store:  # a run whose kernel died before its input was journaled
+        store.start_run(run_id, agent=None, model="function", prompt="go")
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("UPDATE tinyagents_runs SET owner = 'elsewhere:1:x'")
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store_path)!r}")
+    run_ok(shell, "%agent reset")
+    error = str(run_error(shell, "%agent resume deadbeef"))
+    assert "run deadbeef has no journaled input" in error
+    assert run_id not in error

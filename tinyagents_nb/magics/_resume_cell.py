@@ -17,15 +17,17 @@ from typing import Any, Protocol, cast
 
 from IPython.core.error import UsageError
 
+from tinyagents_nb.harness import ConfigurationError
 from tinyagents_nb.harness.durable import StoredRun, plan_resume
 
-from ._display import short_id
+from ._display import short_id, short_ids
 from ._durable import find_interrupted, missing_note, missing_variables, offer_cells, resumed_run, run_store_of
 from ._handle import NotebookRun
 from ._notebook import run_access
 from ._present import Presenter, present
 from ._rlm import resumed_rlm_run
 from ._session import NotebookSession
+from ._usage import usage_error
 from ._waiting import interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
 
 __all__ = ["resume_command", "resume_command_async"]
@@ -56,7 +58,10 @@ def _target(host: ResumeHost, args: list[str]) -> tuple[StoredRun, NotebookRun, 
         paused.resume()
         print(f"resuming {paused.label}")
         return None
-    plan = plan_resume(store, stored.run_id)  # read once: the run is built from this plan
+    try:
+        plan = plan_resume(store, stored.run_id)  # read once: the run is built from this plan
+    except ConfigurationError as exc:  # e.g. a run with nothing journaled: said with the short id
+        raise UsageError(short_ids(str(usage_error(exc)), session.runs)) from None
     rlm = plan.meta.get("kind") == "rlm"
     what = "RLM run" if rlm else "run"
     print(f"resuming interrupted {what} {short_id(stored.run_id)} from step {stored.steps - 1}")
