@@ -5,9 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
-from tinyagents_nb.harness import AgentEvent, AgentHarness, ConfigurationError, ModelRequest, RunContext
+from tinyagents_nb.harness import AgentEvent, AgentHarness, ConfigurationError, ModelRequest, RunContext, tool
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, plan_resume, resume_streaming
 from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 
@@ -127,3 +128,26 @@ async def test_a_plan_read_before_is_not_read_again(store: RunStore, monkeypatch
     run = await stream.result()
     assert run.final_text == "finished"
     assert reads == []  # the journal was read once, by plan_resume
+
+
+async def test_a_settled_call_cut_off_again_is_closed_by_tool_failed(store: RunStore) -> None:
+    store.start_run("run-old", agent=None, model=None, prompt="go")
+    store.add_step("run-old", "input", {"messages": [{"role": "user", "text": "go"}]})
+    calls = [{"id": "s", "name": "slow", "arguments": {}}]
+    store.add_step("run-old", "model", {"message": {"role": "assistant", "tool_calls": calls}, "usage": {}})
+    store.add_step("run-old", "tool.started", {"id": "s", "name": "slow"})
+    store.end_run("run-old", "failed")
+    seen: list[AgentEvent] = []
+
+    @tool(idempotent=True)
+    async def slow(ctx: RunContext[None]) -> str:
+        """Takes long (safe to repeat)."""
+        ctx.events.add_listener(lambda offset, event: seen.append(event))  # the resumed run's events from here on
+        await anyio.sleep(30)
+        return "done"
+
+    harness = AgentHarness(model=ScriptedModel(["finished"]), tools=[slow])
+    with anyio.move_on_after(0.5):  # the task is cancelled while the call runs again (a kernel shutdown, say)
+        await harness.resume("run-old", store=store)
+    (closed,) = [e for e in seen if e.kind.startswith("tool.")]
+    assert (closed.kind, closed.call_id, closed.status) == ("tool.failed", "s", "cancelled")  # type: ignore[attr-defined]

@@ -18,7 +18,7 @@ from .._context import RunContext
 from .._cost import CostUnknownWarning
 from .._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
 from .._event_text import preview
-from .._events import ToolCompleted, ToolReplayed, ToolStarted
+from .._events import ToolCompleted, ToolFailed, ToolReplayed, ToolStarted
 from .._messages import (
     AssistantMessage,
     Message,
@@ -255,23 +255,31 @@ async def _settle(
         if journal is not None:
             journal.settled(ctx.run_id, "tool.started", {"id": call.id, "name": call.name})
         started = report.started(call) if report is not None else 0.0
-        if child is not None and tool is not None:
-            message = await _continue_child(tool.name, subagent, ctx, plan, child, call)
-        else:
-            try:
-                result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
-            except Exception as exc:  # a tool error is the model's to handle, as in the loop
-                message = ToolMessage(
-                    tool_call_id=call.id, name=call.name, text=f"{type(exc).__name__}: {exc}", is_error=True
-                )
-            else:
-                message = result.to_message(call)
+        try:
+            message = await _answer(tool, subagent, ctx, plan, child, call)
+        except BaseException as exc:  # a Stop (or the task's cancel) while it ran: the call is closed, as in the loop
+            if report is not None:
+                report.failed(call, exc, started)
+            raise
         if report is not None:
             report.completed(call, message, started)
         if journal is not None:
             journal.settled(ctx.run_id, "tool.done", {"message": dump_messages([message])[0]})
         answers.append(message)
     return answers
+
+
+async def _answer(
+    tool: Tool, subagent: Any, ctx: RunContext[Any], plan: ResumePlan, child: _Transcript | None, call: ToolCall
+) -> ToolMessage:
+    """Run one open call now: the tool, or the sub-agent it continues."""
+    if child is not None:
+        return await _continue_child(tool.name, subagent, ctx, plan, child, call)
+    try:
+        result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
+    except Exception as exc:  # a tool error is the model's to handle, as in the loop
+        return ToolMessage(tool_call_id=call.id, name=call.name, text=f"{type(exc).__name__}: {exc}", is_error=True)
+    return result.to_message(call)
 
 
 class _Report:
@@ -294,6 +302,17 @@ class _Report:
             output=preview(message.text),
             is_error=message.is_error,
             duration_s=self.ctx.clock.monotonic() - started,
+        )
+
+    def failed(self, call: ToolCall, exc: BaseException, started: float) -> None:
+        self.ctx.emit(
+            ToolFailed,
+            call_id=call.id,
+            tool_name=call.name,
+            error_type=type(exc).__name__,
+            error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
+            duration_s=self.ctx.clock.monotonic() - started,
+            status="cancelled",
         )
 
     def replayed(self, call: ToolCall, message: ToolMessage) -> None:
