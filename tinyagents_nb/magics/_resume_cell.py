@@ -8,7 +8,10 @@ card (**Run again** / **Skip** with a note to the model; a pending approval gets
 The card's clicks reach the cell by the same means as every waiting cell's: on ipykernel 7.x the
 line becomes an awaiting statement (``agent_wait_transformer``), on 6.x the waiting cell pumps the
 kernel. Where nobody can click (nbclient, papermill, nbval) ``AgentMagics.approvals`` decides, and
-its default skips such calls with a note, as a script's resume does.
+its default skips such calls with a note, as a script's resume does. An RLM run resumes the same
+way, in a fresh REPL (``_rlm.resumed_rlm_run``); its cut-off block is skipped with a note, never
+asked about. The journal is read once (``plan_resume``), and the lines it prints name runs by
+their short ids, which ``%agent resume`` takes.
 """
 
 from __future__ import annotations
