@@ -405,6 +405,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "RunCancelledEvent",
         "RunCompleted",
         "RunFailed",
+        "RunResumed",
         "RunStarted",
         "SteeringApplied",
         "StructuredRepair",

@@ -90,17 +90,19 @@ def test_a_resumed_runs_record_dashboard_and_run_list_count_every_tool_call_of_t
     assert run.status == "completed"
     assert (tmp_path / "charge.log").read_text().count("x") == 1  # replayed, never run again
     assert (tmp_path / "lookup.log").read_text().count("x") == 2  # cut off, idempotent: run again
-    assert "· 2 tool calls ·" in out  # the record's last line: charge (from the journal) and lookup
+    assert "[completed · 3 model calls · 2 tool calls · 330 tokens" in out  # the record's last line: the job's
     plain = run._repr_mimebundle_()["text/plain"]
     assert "tool calls (2):" in plain
     assert 'charge (from before the restart) {"amount": 5} → charged 5' in plain
     assert 'lookup {"key": "k"} → k=42' in plain  # run now: not marked
     assert "charge</code> · from before the restart" in run._repr_mimebundle_()["text/markdown"]
-    assert run.dashboard.details().tool_calls == 2
+    assert (run.dashboard.details().model_calls, run.dashboard.details().tool_calls) == (3, 2)
+    notes = [s.text for s in run.dashboard.transcript.segments.values() if s.kind == "note"]
+    assert "↪ resumed from step 5: 2 model calls before the restart" in notes
     assert run.outcome.tool_calls == 2
     runs = run_ok(shell, "%agent runs").result
     (row,) = runs[runs["run"] == run.label].to_dict("records")
-    assert row["tool_calls"] == 2  # %agent runs agrees with the record
+    assert (row["model_calls"], row["tool_calls"]) == (3, 2)  # %agent runs agrees with the record
 
 
 def test_loading_the_extension_says_there_are_interrupted_runs(

@@ -37,6 +37,7 @@ MODE_KINDS: Final[dict[StreamMode, frozenset[str]]] = {
             "run.completed",
             "run.failed",
             "run.cancelled",
+            "run.resumed",
             "model.selected",
             "model.started",
             "model.completed",

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from tinyagents_nb.harness import AgentEvent, TextDelta, ThinkingDelta
 
+from ._format import plural
 from ._gauge import ContextGauge
 from ._header import RunState
 from ._runlog import Alert, RunLog, alert_for_guardrail, alert_for_limit
@@ -75,6 +76,7 @@ class EventRouter:
             "model.delta": self._on_delta,
             "model.started": self._on_model_started,
             "run.started": self._on_run_started,
+            "run.resumed": self._on_run_resumed,
             "model.completed": self._on_model_completed,
             "model.failed": self._on_model_failed,
             "tool.started": self._on_tool_started,
@@ -126,6 +128,12 @@ class EventRouter:
         if event.run_id == state.run_id:
             state.started = time.monotonic()
             state.model = state.model or event.model
+
+    def _on_run_resumed(self, event: Any) -> None:
+        """A resumed run: the model calls made before the restart count (its tool calls come replayed)."""
+        self._state.model_calls += event.model_calls
+        before = plural(event.model_calls, "model call")
+        self._note(event, f"↪ resumed from step {event.from_step}: {before} before the restart")
 
     def _on_run_ended(self, event: Any) -> None:
         status = TERMINAL_KINDS[event.kind]

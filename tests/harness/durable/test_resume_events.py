@@ -60,6 +60,7 @@ async def test_calls_from_before_are_replayed_and_settled_calls_have_their_event
     assert ran == ["plain 3"]  # only the call that never started runs; a is replayed, never run again
     assert _tools(events) == [
         ("run.started", None),
+        ("run.resumed", None),  # what the job did before: its model calls (its tool calls follow, replayed)
         ("tool.replayed", "a"),  # answered before the interruption (not h1: the thread's earlier turn)
         ("tool.started", "b"),  # skipped with a note: reported like a denied call
         ("tool.completed", "b"),
@@ -77,8 +78,10 @@ async def test_calls_from_before_are_replayed_and_settled_calls_have_their_event
     skipped = next(e for e in events if e.kind == "tool.completed" and e.call_id == "b")  # type: ignore[attr-defined]
     assert skipped.is_error  # type: ignore[attr-defined]
     assert "not run again" in skipped.output  # type: ignore[attr-defined]
-    assert run.tool_calls == 3  # the job's calls, as its usage is the job's spend
-    assert events[-1].tool_calls == 3  # type: ignore[attr-defined]  # run.completed says the same
+    resumed = next(e for e in events if e.kind == "run.resumed")
+    assert (resumed.resumed_from, resumed.model_calls) == ("run-old", 2)  # type: ignore[attr-defined]
+    assert (run.tool_calls, run.model_calls) == (3, 3)  # the job's calls, as its usage is the job's spend
+    assert (events[-1].tool_calls, events[-1].model_calls) == (3, 3)  # type: ignore[attr-defined]  # run.completed
 
 
 async def test_a_resume_of_a_resume_replays_each_call_of_the_job_once(store: RunStore) -> None:
@@ -104,7 +107,7 @@ async def test_a_resume_of_a_resume_replays_each_call_of_the_job_once(store: Run
     assert ran == []
     assert [e.call_id for e in events if e.kind == "tool.replayed"] == ["a", "b", "c"]  # type: ignore[attr-defined]
     assert not any(e.kind == "tool.started" for e in events)
-    assert run.tool_calls == 3
+    assert (run.tool_calls, run.model_calls) == (3, 3)  # the failed model call of the second run never answered
 
 
 async def test_the_script_resume_counts_the_jobs_calls_too(store: RunStore) -> None:

@@ -18,7 +18,7 @@ from .._context import RunContext
 from .._cost import CostUnknownWarning
 from .._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
 from .._event_text import preview
-from .._events import ToolCompleted, ToolFailed, ToolReplayed, ToolStarted
+from .._events import RunResumed, ToolCompleted, ToolFailed, ToolReplayed, ToolStarted
 from .._messages import (
     AssistantMessage,
     Message,
@@ -102,10 +102,15 @@ class ResumePlan(_Transcript):
         children: dict[str, _Transcript] = {}
         self._children: dict[tuple[str, str], _Transcript] = {}
         base: int | None = None  # where the job's own messages begin (after the first run's input)
+        self.model_calls = 0  # the job's model calls before the interruption: the root's ...
+        self.tree_model_calls = 0  # ... and its tree's (sub-agents included)
         for rid, run_steps in [*earlier, (run_id, steps)]:
             for step in run_steps:
                 if base is None and step.kind == "input":
                     base = len(step.data["messages"])
+                if step.kind in ("model", "sub.model"):
+                    self.tree_model_calls += 1
+                    self.model_calls += step.kind == "model"
                 if step.kind.startswith("sub."):
                     self._sub(children, roots, step.kind[4:], step.data)
                 elif rid != run_id:
@@ -150,11 +155,12 @@ def _answered(messages: Sequence[Message]) -> list[tuple[ToolCall, ToolMessage]]
 
 
 def replay_answered(ctx: RunContext[Any], plan: ResumePlan) -> int:
-    """Report the calls answered before the interruption as ``tool.replayed`` events (not run again).
+    """Report what the job did before the interruption: ``run.resumed``, then a ``tool.replayed`` per answered call.
 
-    Emitted by the resumed run after ``run.started``, so its dashboard, record and counts cover every
-    call of the job. Returns how many.
+    Emitted by the resumed run after ``run.started`` (nothing is run again), so its dashboard, record
+    and counts cover every call of the job. Returns how many tool calls.
     """
+    ctx.emit(RunResumed, resumed_from=plan.run_id, from_step=plan.from_step, model_calls=plan.tree_model_calls)
     report = _Report(ctx)
     for call, message in plan.answered:
         report.replayed(call, message)

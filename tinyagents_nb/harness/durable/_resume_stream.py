@@ -7,9 +7,10 @@ way the question is asked after ``run.started``, inside the run's task and under
 Stop there ends the resumed run ``cancelled`` before its first step is journaled, which leaves the
 original resumable.
 
-The run reports the job's tool calls from before the interruption as ``tool.replayed`` events (not
-run again) and those it answers while settling as ``tool.started``/``tool.completed``, and counts
-both in its ``tool_calls``, so its record, dashboard and run list agree on every call of the job.
+The run reports the job's calls from before the interruption (``run.resumed`` with its model calls,
+then a ``tool.replayed`` per tool call; nothing is run again) and those it answers while settling
+(``tool.started``/``tool.completed``), and counts them all in its ``model_calls``/``tool_calls``, so
+its record, dashboard and run list agree on every call of the job, as its usage covers its spend.
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class _ResumingLoop(RunLoop):
     async def _body(self) -> str:
         journal, plan = self._journal, self._plan
         self._earlier = replay_answered(self.ctx, plan)
+        self.model_calls = self.status.model_calls = plan.model_calls  # the job's, as its usage is
         if journal is not None:  # journaled from before settling, so a kill while a card waits loses nothing
             begin_journal(journal, str(self.ctx.run_id), plan)  # it marks the original resumed
             self.ctx.journal = journal  # a sub-agent continued while settling journals in this run
