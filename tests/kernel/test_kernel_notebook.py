@@ -97,7 +97,7 @@ def test_reads_variables_a_large_frame_cells_and_the_last_error(nb: KernelHarnes
     assert "10,000,000 rows \u00d7 8 columns" in frame
     assert "c: float64, 1,428,572 null" in frame
     assert "head(5):" in frame
-    assert "describe() (over every 100th row" in frame
+    assert "describe() (over 100,000 of 10,000,000 rows" in frame
     assert "print('rows:', len(big))" in cells
     assert "rows: 10000000" in cells
     assert "KeyError" in cells
