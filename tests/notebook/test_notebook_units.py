@@ -4,6 +4,7 @@ traceback trimming and the main-thread runner (issue 25). The kernel tests drive
 from __future__ import annotations
 
 import base64
+import signal
 import threading
 import time
 
@@ -195,6 +196,28 @@ def test_the_runner_interrupts_a_sleep_at_its_time_limit() -> None:
     assert result.stopped == "timeout"
     assert result.error_type == "KeyboardInterrupt"
     assert "time limit" in result.output
+
+
+def test_a_persons_interrupt_cancels_the_run_before_the_result_is_handed_back() -> None:
+    """■ during the agent's code cancels the run first: handed the result first, the run's thread could go on
+    to its next step and finish "completed" before the cancel (seen 1 run in 10 under load, ipykernel 6)."""
+    shell = InteractiveShell.instance()
+    runner = MainThreadRunner(shell)
+    seen: list[bool] = []
+    future = runner.submit(
+        "import time\ntime.sleep(30)",
+        timeout_s=None,
+        should_stop=lambda: False,
+        on_interrupt=lambda: seen.append(future.done()),
+    )
+    main = threading.main_thread().ident
+    assert main is not None
+    threading.Timer(0.3, signal.pthread_kill, (main, signal.SIGINT)).start()  # the kernel's ■
+    runner.drain()
+    result = future.result(timeout=1)
+    assert result.stopped == "stop"
+    assert "■ (kernel interrupt)" in result.output
+    assert seen == [False]  # the run was told before its result existed
 
 
 def test_a_job_stopped_before_it_starts_never_runs() -> None:
