@@ -362,6 +362,7 @@ class RunDashboard:
                     output=row.output,
                     error_type=row.error_type,
                     duration_s=row.duration_s,
+                    replayed=row.replayed,
                 )
                 for row in self.tools.rows.values()
             )
