@@ -479,6 +479,7 @@ CORE_NAMESPACES: dict[str, list[str]] = {  # core sub-namespaces: the full catal
         "estimate_tokens",
         "extract_structured",
         "is_structured_call",
+        "loaded_tokenizer_for_model",
         "prepare_request",
         "profile_for",
         "register_context_window",
