@@ -29,7 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 QUIET_ENV = "TINYAGENTS_QUIET_LOCKS"
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)  # outermost: a wait for the lock is not counted by pytest-timeout
 def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
     """Under ``./dev test``'s lanes (which set ``TINYAGENTS_QUIET_LOCKS`` to a folder), a test that asserts
     wall-clock bounds on a real server's work (``quiet`` or ``realserver``) runs while the other lane
