@@ -147,7 +147,12 @@ class RerunWatch:
     # ------------------------------------------------------------------ ipykernel 6.x
     @contextmanager
     def intercepting(self, shell: Any) -> Iterator[None]:
-        """While a 6.x cell pumps the kernel: look at each execute request the pump hands on."""
+        """While a 6.x cell pumps the kernel: look at each execute request the pump hands on.
+
+        Each message the pump dispatches ends with an ``idle`` status (a widget message's own, or a
+        deferred request's said for the waiting cell), which leaves the frontend's indicator at "Idle"
+        under a ``[*]`` cell: a ``busy`` for the waiting cell follows each one while inside.
+        """
         kernel = getattr(shell, "kernel", None)
         handlers = getattr(kernel, "shell_handlers", None)
         inner = handlers.get("execute_request") if isinstance(handlers, dict) else None
@@ -160,11 +165,28 @@ class RerunWatch:
             await inner(stream, ident, parent)
 
         handlers["execute_request"] = execute_request
+        publish = getattr(kernel, "_publish_status", None)
+        cell = self._parent
+        restore = callable(publish) and cell is not None and "_publish_status" not in vars(kernel)
+
+        def publish_status(status: str, channel: str, parent: Any = None) -> None:
+            assert publish is not None
+            publish(status, channel, parent)
+            if status == "idle" and self._waiting:
+                try:
+                    publish("busy", channel, cell)
+                except Exception:  # cosmetic: never let it cost the kernel a message
+                    pass
+
+        if restore:
+            kernel._publish_status = publish_status
         try:
             yield
         finally:
             if handlers.get("execute_request") is execute_request:
                 handlers["execute_request"] = inner
+            if restore and vars(kernel).get("_publish_status") is publish_status:
+                del kernel._publish_status
 
 
 def _takes(fn: Any, count: int) -> bool:
