@@ -156,7 +156,7 @@ class RerunWatch:
         kernel = getattr(shell, "kernel", None)
         handlers = getattr(kernel, "shell_handlers", None)
         inner = handlers.get("execute_request") if isinstance(handlers, dict) else None
-        if handlers is None or inner is None:
+        if kernel is None or handlers is None or inner is None:
             yield
             return
 
