@@ -20,8 +20,9 @@ cells out), nbclient executes it, and the outputs are stored: nbval compares aga
 - rebuilding an unchanged source rewrites the same file (``steady``): the random run, thread and call
   ids in the outputs are numbered in order of appearance (same shape, so nbval's ``[ids]`` rule still
   masks them), build-time epoch timestamps are pinned, and this checkout's folder, the build's
-  temporary store folder and its folder digest read as a user's ``~/.cache/tinyagents-nb/runs``.
-  Measured figures (rows/s, durations) are left as measured.
+  temporary store folder and its folder digest read as a user's ``~/.cache/tinyagents-nb/runs``;
+  a cell's prints are one stream output however they were split in flight. Measured figures
+  (rows/s, durations) are left as measured.
 """
 
 from __future__ import annotations
@@ -186,6 +187,7 @@ async def _execute(path: Path, nb: Any, slots: asyncio.Semaphore) -> bool:
             resources={"metadata": {"path": str(path.parent)}},
             record_timing=False,
             store_widget_state=False,
+            coalesce_streams=True,  # how a cell's prints split into messages depends on timing
         )
         with tempfile.TemporaryDirectory(prefix="tinyagents-build-stores-") as stores:
             try:
