@@ -135,7 +135,8 @@ def _what(details: RunDetails) -> str:
     if len(details.agents) > 1:
         parts.append(f"{len(details.agents):,} agents")
     if details.tools:
-        parts.append(f"{len(details.tools) + details.tools_dropped:,} tool calls")
+        count = len(details.tools) + details.tools_dropped
+        parts.append(f"{count:,} tool call" + ("" if count == 1 else "s"))
     if _cost_table_says_more(details):
         parts.append("cost")
     if details.sent:
