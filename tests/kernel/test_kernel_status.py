@@ -53,6 +53,11 @@ def test_the_indicator_stays_busy_through_widget_messages_while_the_cell_waits(k
     state, parent = cell.statuses[-1]
     assert state == "busy", f"the indicator is left at {state!r} under a [*] cell: {cell.statuses}"
     assert parent == "execute_request"  # said for the waiting cell itself
+    # a control-channel request (JupyterLab's debugger asks for debug info this way) has its own pair too
+    kernel.kc.control_channel.send(kernel.kc.session.msg("kernel_info_request"))
+    assert cell.pump(lambda c: ("idle", "kernel_info_request") in c.statuses, timeout=10)
+    cell.pump(lambda c: False, timeout=0.5)
+    assert cell.statuses[-1] == ("busy", "execute_request"), cell.statuses
     kernel.interrupt()
     assert cell.finish(timeout=30).status == "ok"
     assert cell.statuses[-1] == ("idle", "execute_request")  # the cell's end still reads "Idle"
