@@ -6,7 +6,8 @@ message on IOPub, whatever request it belongs to. A kernel frames every message 
 execute requests (whose ``idle`` ipykernel 6 says on behalf of the waiting cell), control-channel
 requests such as the debugger's on both majors. Each such ``idle`` would leave "Idle" under a
 ``[*]`` cell, so while inside, every ``idle`` the kernel publishes is followed by a ``busy`` for the
-waiting cell's request. The cell's own final ``idle`` comes after the wait, so it is never covered.
+waiting cell's request, and one ``busy`` is said as the wait begins (for an ``idle`` that came while
+the cell set its run up). The cell's own final ``idle`` comes after the wait, so it is never covered.
 """
 
 from __future__ import annotations
@@ -39,6 +40,10 @@ def busy_while_waiting(kernel: Any, cell: Any) -> Iterator[None]:
                 pass
 
     kernel._publish_status = publish_status
+    try:
+        publish("busy", "shell", cell)  # an idle said between the cell's start and its wait (a control request)
+    except Exception:  # cosmetic, as above
+        pass
     try:
         yield
     finally:
