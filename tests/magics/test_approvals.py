@@ -141,10 +141,12 @@ def test_per_run_and_session_dollar_caps(
     run_ok(shell, "%agent budget")
     out = capsys.readouterr().out
     assert "session spend: $2.000000" in out
-    assert "session cap: $2 ($0.000000 left)" in out
+    assert "session cap: $2.000000 ($0.000000 left)" in out
     assert "per run: none" in out
     run_ok(shell, "%config AgentMagics.max_cost_usd = 0.25")
     assert session.max_cost_usd == 0.25
+    run_ok(shell, "%agent budget")
+    assert "per run: $0.250000" in capsys.readouterr().out  # one money format everywhere
     assert isinstance(run_error(shell, "%agent budget 5"), UsageError)
 
 
