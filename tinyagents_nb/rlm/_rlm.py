@@ -30,7 +30,7 @@ from tinyagents_nb.harness import (
 )
 from tinyagents_nb.harness.durable import RunStore, plan_resume
 
-from ._config import RLMError, RLMLimits
+from ._config import RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
 from ._environment import Environment
 from ._kernel import KernelEnvironment
@@ -152,8 +152,7 @@ class RLM:
         """
         if session is None:
             return self._build(task, dict(context or {}), self.environment, depth=0)
-        if session.closed:
-            raise RLMError("this RLM session was closed", hint="start a new session (its variables are gone)")
+        session.ensure_open()
         harness, messages = self._build(task, dict(context or {}), session.environment, depth=0, session=session)
         session.begin(task)
         return harness, messages
