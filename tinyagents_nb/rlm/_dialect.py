@@ -274,6 +274,8 @@ class REPLTool:
                 prose_after=str(prose[-1]) if index == len(blocks) - 1 else "",
             )
             result = await env.execute(str(code), timeout_s=limits.block_timeout_s, should_stop=should_stop)
+            if result.stopped is not None:  # what the block was waiting for ends before the run goes on
+                await queries.drain()
             shown, truncated = truncate(result.output, limits.max_output_chars)
             ctx.emit(
                 RLMOutput,
@@ -376,6 +378,8 @@ class RLMMiddleware(Middleware):
         await self._end()
 
     async def _end(self) -> None:
+        if self.state.queries is not None:
+            await self.state.queries.drain()
         if self.state.started:
             self.state.started = False
             await self.state.environment.end_run()

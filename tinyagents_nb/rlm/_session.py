@@ -78,11 +78,9 @@ class RLMSession:
             raise RLMError(f"an RLM session's environment must be 'kernel' or 'local', got {environment!r}")
         if (history is None) != (thread_id is None):
             raise RLMError("an RLM session joins a thread with both history= and thread_id=")
-        if idle_timeout_s is not None and (
-            isinstance(idle_timeout_s, bool)
-            or not isinstance(idle_timeout_s, int | float)
-            or not math.isfinite(idle_timeout_s)
-            or idle_timeout_s <= 0
+        idle: object = idle_timeout_s  # checked as any value: a notebook may pass anything
+        if idle is not None and (
+            isinstance(idle, bool) or not isinstance(idle, int | float) or not math.isfinite(idle) or idle <= 0
         ):
             raise RLMError(f"idle_timeout_s must be a number of seconds > 0 or None, got {idle_timeout_s!r}")
         self.idle_timeout_s = idle_timeout_s
