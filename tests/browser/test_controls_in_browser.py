@@ -44,6 +44,11 @@ CELLS = [
         "with RunStore(session.store_path) as store:\n"
         "    store.start_run('run-dead', agent=None, model='resumer', prompt='pay C and D')\n"
         "    store.add_step('run-dead', 'input', {'messages': [{'role': 'user', 'text': 'pay C and D'}]})\n"
+        "    early = [{'id': 'p2', 'name': 'transfer', 'arguments': {'account': 'E', 'amount': 1}}]\n"
+        "    store.add_step('run-dead', 'model', {'message': {'role': 'assistant', 'tool_calls': early}, 'usage': {}})\n"
+        "    store.add_step('run-dead', 'tool.started', {'id': 'p2', 'name': 'transfer'})\n"
+        "    done = {'role': 'tool', 'tool_call_id': 'p2', 'name': 'transfer', 'text': 'paid E 1'}\n"
+        "    store.add_step('run-dead', 'tool.done', {'message': done})\n"
         "    calls = [{'id': 'p3', 'name': 'transfer', 'arguments': {'account': 'C', 'amount': 7}},\n"
         "             {'id': 'p4', 'name': 'transfer', 'arguments': {'account': 'D', 'amount': 8}}]\n"
         "    store.add_step('run-dead', 'model', {'message': {'role': 'assistant', 'tool_calls': calls}, 'usage': {}})\n"
@@ -134,7 +139,9 @@ def test_pause_send_stop_and_approvals_work_while_the_cell_waits(tmp_path: Path)
             out.locator("button", has_text="Approve").click()
             expect(resumed.locator(".jp-InputPrompt")).to_contain_text("[6]", timeout=30_000)
             expect(out).to_contain_text("Resumed and done.")
-            expect(out).to_contain_text("resumed run run-dead from step 2")
+            expect(out).to_contain_text("resumed run run-dead from step 5")
+            expect(out).to_contain_text("3 tool calls")  # the call from before the kill, and the two settled
+            expect(out).to_contain_text("from before the restart")
             out.scroll_into_view_if_needed()
             page.screenshot(path=str(ARTIFACTS / "lab-resume-decided.png"), full_page=True)
         finally:

@@ -46,6 +46,8 @@ def sample_events() -> list[E.AgentEvent]:
             status="cancelled",
             **lineage(12),
         ),
+        E.RunResumed(resumed_from="run-0", from_step=4, model_calls=2, **lineage(12)),
+        E.ToolReplayed(call_id="t0", tool_name="add", arguments={"a": 1}, output="2", is_error=False, **lineage(12)),
         E.SubAgentStarted(name="researcher", child_run_id="child-2", **lineage(13)),
         E.SubAgentCompleted(name="researcher", child_run_id="child-2", status="failed", usage=USAGE, **lineage(14)),
         E.SubAgentReused(name="researcher", turn=2, **lineage(15)),

@@ -384,3 +384,15 @@ def test_estimator_rejects_bad_cache_size(bad: object) -> None:
 def test_estimate_rejects_bad_schema_tokens(bad: object) -> None:
     with pytest.raises(ConfigurationError, match="tools_schema_tokens"):
         TokenEstimator(CharCounter()).estimate([], tools_schema_tokens=bad)  # type: ignore[arg-type]
+
+
+def test_the_loaded_only_counter_never_loads_an_encoding() -> None:
+    """A Stop's record estimates with what is loaded: heuristic before the first load, BPE after it."""
+    script = (
+        "from tinyagents_nb.harness.models import loaded_tokenizer_for_model as now, tokenizer_for_model as load\n"
+        "print(now('gpt-4o').name, now(None).name)\n"
+        "load(None)\n"
+        "print(now('gpt-4o').name, now(None).name, now('gpt-4').name)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.split("\n")[:2] == ["heuristic heuristic", "o200k_base o200k_base heuristic"]

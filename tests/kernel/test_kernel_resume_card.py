@@ -108,10 +108,70 @@ def test_run_again_and_approve_on_the_resumed_runs_cards(ready: KernelHarness) -
     assert "ran again: charge (by dashboard)" in result.text()  # the record says what the card decided
     assert "[completed · run " in result.stdout
     assert "resumed run run-a from step 2" in result.stdout
+    assert "· 2 tool calls ·" in result.text()  # the calls settled on the cards count (not "0 tool calls")
     assert kernel.value("charged") == [5]  # run again: exactly once more
     assert kernel.value("sent") == ["ann"]
     assert kernel.value("seen[-1]") == {"charge": ["charged 5", False], "send": ["sent to ann", False]}
     assert kernel.value("status('run-a')") == "resumed"
+
+
+RLM_SETUP = r"""
+import asyncio
+from tinyagents_nb.harness import ModelResponse
+from tinyagents_nb.harness.testkit import ScriptedModel
+logs = ["ERROR a", "INFO b", "ERROR c"]
+
+def py(code):
+    return ScriptedModel.text(f"```python\n{code}\n```")
+
+def interrupted_rlm():
+    # an RLM cell cut off in its first block (its end undone, as a killed kernel leaves it): its run id
+    session.register_model("rlm-first", FunctionModel(lambda request: py("n = len(logs)"), model_name="rlm-first"))
+    get_ipython().run_cell_magic("agent", "--rlm local --context logs --model rlm-first --wait --max-model-calls 1", "How many?")
+    with RunStore(session.store_path) as store:
+        run = [r for r in store.runs() if r.agent == "rlm"][0]
+        last = max(s.seq for s in store.steps(run.run_id) if s.kind == "model")
+    with sqlite3.connect(session.store_path) as conn:
+        conn.execute("UPDATE tinyagents_runs SET status = 'running', ended_at = NULL, owner = 'elsewhere:1:x' WHERE run_id = ?", (run.run_id,))
+        conn.execute("DELETE FROM tinyagents_steps WHERE run_id = ? AND seq > ?", (run.run_id, last))
+    return run.run_id
+
+async def slow(request):  # the resumed run's model: long enough to press Stop while the cell waits
+    await asyncio.sleep(60)
+    return py("FINAL(len(logs))")
+"""
+
+
+def test_a_resumed_rlm_run_is_a_waiting_cell_whose_dashboard_stop_works(ready: KernelHarness) -> None:
+    kernel = ready
+    setup = kernel.execute(RLM_SETUP)
+    assert setup.status == "ok", setup.error
+    made = kernel.execute("rlm_id = interrupted_rlm(); print(rlm_id)")
+    assert made.status == "ok", made.error
+    rlm_id = made.stdout.strip().splitlines()[-1]
+    kernel.execute('session.register_model("rlm-first", FunctionModel(slow, model_name="rlm-first"))')
+    cell = LiveCell(kernel, f"%agent resume {rlm_id[-8:]}")
+    stop = _button("Stop")
+    assert cell.pump(lambda c: "resuming interrupted RLM run" in c.result.stdout and stop(c)), cell.result.stdout
+    button = next(  # this cell's dashboard's Stop, as a %%agent --rlm cell shows it
+        comm
+        for comm in cell.opened
+        if cell.models[comm].get("_model_name") == "ButtonModel" and cell.models[comm].get("description") == "Stop"
+    )
+    kernel.click(button)
+    result = cell.finish()
+    assert result.status == "ok", result.error
+    assert re.search(rf"\[cancelled · run [0-9a-f]{{8}} resumed RLM run {rlm_id[-8:]} from step ", result.stdout)
+    assert rlm_id not in result.text()  # short ids only
+    assert "1 code step" in result.text()  # the block the restart cut off, skipped with a note: a code step
+    kernel.execute(
+        'session.register_model("rlm-first", FunctionModel(lambda r: py("FINAL(len(logs))"), model_name="rlm-first"))'
+    )
+    left = kernel.value(f"[r.run_id for r in RunStore(session.store_path).runs() if r.resumed_from == {rlm_id!r}][0]")
+    again = kernel.execute(f"%agent resume {left[-8:]}", allow_stdin=False)  # headless this time
+    assert again.status == "ok", again.error
+    assert "answer: 3" in again.text()
+    assert "[completed · run " in again.stdout
 
 
 def test_skip_with_a_note_and_deny_on_the_resumed_runs_cards(ready: KernelHarness) -> None:

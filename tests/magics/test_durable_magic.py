@@ -7,18 +7,19 @@ import re
 import sqlite3
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from tinyagents_nb.harness import ModelRequest
-from tinyagents_nb.harness.durable import RunStore
+from tinyagents_nb.harness.durable import ResumePlan, RunStore
 from tinyagents_nb.harness.testkit import FunctionModel
 from tinyagents_nb.magics import get_session
 
 from ..harness.durable import test_durable_resume as kill
 from ..harness.durable.durable_script import answer, charge, lookup
-from .conftest import run_ok
+from .conftest import run_error, run_ok
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
@@ -48,10 +49,60 @@ def test_interrupted_run_is_listed_and_resumed_with_percent_agent_resume(
     assert "all done" in out
     assert "330 tokens in all" in out
     tail = row["run"].split()[-1]
-    assert re.search(rf"run \S+ resumed run \S+{tail} from step 2 ", out)  # the record names the original
+    assert re.search(rf"\[completed · run [0-9a-f]{{8}} resumed run {tail} from step 2 ", out)  # short ids
+    assert not re.search(r"run-[0-9a-f]{12}-", out)  # no full run id in what the resume says
     assert (tmp_path / "charge.log").read_text().count("x") == 1
     runs = run_ok(shell, "%agent runs").result
     assert not (runs["status"] == "interrupted").any()
+
+
+def _count_plans(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many times a ``ResumePlan`` is read from the journal from now on (one item, counting)."""
+    made = [0]
+    init = ResumePlan.__init__
+
+    def counted(self: ResumePlan, *args: Any, **kwargs: Any) -> None:
+        made[0] += 1
+        init(self, *args, **kwargs)
+
+    monkeypatch.setattr(ResumePlan, "__init__", counted)
+    return made
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
+def test_a_resumed_runs_record_dashboard_and_run_list_count_every_tool_call_of_the_job(
+    shell: InteractiveShell, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    kill._kill_in(tmp_path, "lookup")  # charge finished before the kill; lookup (idempotent) was cut off
+    monkeypatch.setenv("DURABLE_FOLDER", str(tmp_path))
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(tmp_path / 'runs.sqlite')!r}")
+    run_ok(shell, "%agent reset")
+    session = get_session()
+    session.register_model("function", FunctionModel(answer))
+    session.register_tool(charge)
+    session.register_tool(lookup)
+    capsys.readouterr()
+    plans = _count_plans(monkeypatch)
+    run_ok(shell, "%agent resume")
+    out = capsys.readouterr().out
+    assert plans == [1]  # the journal is read into a plan once, and the run is built from it
+    run = shell.user_ns["_agent"]
+    assert run.status == "completed"
+    assert (tmp_path / "charge.log").read_text().count("x") == 1  # replayed, never run again
+    assert (tmp_path / "lookup.log").read_text().count("x") == 2  # cut off, idempotent: run again
+    assert "[completed · 3 model calls · 2 tool calls · 330 tokens" in out  # the record's last line: the job's
+    plain = run._repr_mimebundle_()["text/plain"]
+    assert "tool calls (2):" in plain
+    assert 'charge (from before the restart) {"amount": 5} → charged 5' in plain
+    assert 'lookup {"key": "k"} → k=42' in plain  # run now: not marked
+    assert "charge</code> · from before the restart" in run._repr_mimebundle_()["text/markdown"]
+    assert (run.dashboard.details().model_calls, run.dashboard.details().tool_calls) == (3, 2)
+    notes = [s.text for s in run.dashboard.transcript.segments.values() if s.kind == "note"]
+    assert "↪ resumed from step 5: 2 model calls before the restart" in notes
+    assert run.outcome.tool_calls == 2
+    runs = run_ok(shell, "%agent runs").result
+    (row,) = runs[runs["run"] == run.label].to_dict("records")
+    assert (row["model_calls"], row["tool_calls"]) == (3, 2)  # %agent runs agrees with the record
 
 
 def test_loading_the_extension_says_there_are_interrupted_runs(
@@ -133,3 +184,17 @@ def test_a_stopped_run_resumes_when_named_and_is_never_offered_unnamed(
     assert "resumed run run-stopped from step 0" in out
     with RunStore(store_path) as store:
         assert store.get("run-stopped").status == "resumed"  # type: ignore[union-attr]
+
+
+def test_a_run_that_cannot_resume_is_named_by_its_short_id(shell: InteractiveShell, tmp_path: Path) -> None:
+    store_path = tmp_path / "runs.sqlite"
+    run_id = "run-0123456789ab-000001-deadbeef"
+    with RunStore(store_path) as store:  # a run whose kernel died before its input was journaled
+        store.start_run(run_id, agent=None, model="function", prompt="go")
+    with sqlite3.connect(store_path) as conn:
+        conn.execute("UPDATE tinyagents_runs SET owner = 'elsewhere:1:x'")
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store_path)!r}")
+    run_ok(shell, "%agent reset")
+    error = str(run_error(shell, "%agent resume deadbeef"))
+    assert "run deadbeef has no journaled input" in error
+    assert run_id not in error

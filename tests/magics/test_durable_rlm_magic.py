@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sqlite3
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from tinyagents_nb.harness.testkit import FunctionModel, ScriptedModel
 from tinyagents_nb.magics import get_session
 
 from .conftest import run_ok
+from .test_durable_magic import _count_plans
 
 
 def py(code: str) -> ModelResponse:
@@ -38,7 +40,7 @@ def test_an_rlm_cell_is_journaled_with_its_context_names(shell: InteractiveShell
 
 
 def test_an_interrupted_rlm_run_is_listed_and_resumes_in_a_fresh_repl(
-    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store_path = tmp_path / "runs.sqlite"
     run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store_path)!r}")
@@ -72,10 +74,20 @@ def test_an_interrupted_rlm_run_is_listed_and_resumes_in_a_fresh_repl(
     runs = run_ok(shell, "%agent runs").result
     (row,) = runs[runs["status"] == "interrupted"].to_dict("records")
     capsys.readouterr()
+    plans = _count_plans(monkeypatch)
     run_ok(shell, f"%agent resume {row['run'].split()[-1]}")
     out = capsys.readouterr().out
+    assert plans == [1]  # read once (it was read four times: the cell, the RLM, the resume, the harness)
     assert "resumed RLM run" in out
-    assert "\n3\n" in f"\n{out}"  # the answer, computed in a fresh REPL holding the notebook's logs again
+    handle = shell.user_ns["_agent"]  # shown and waited for as a %%agent --rlm cell's run: dashboard, then record
+    assert handle.mode == "waiting"
+    assert handle.dashboard is not None
+    assert handle.final_text == "3"  # computed in a fresh REPL holding the notebook's logs again
+    assert "answer: 3" in out
+    details = handle.dashboard.details()
+    assert (details.code_steps, details.tool_calls) == (2, 0)  # the skipped block and the new one: code steps
+    assert "· 0 tool calls · 2 code steps ·" in out
+    assert re.search(rf"\[completed · run [0-9a-f]{{8}} resumed RLM run {row['run'].split()[-1]} from step 2 ", out)
     assert "namespace is not saved" in seen[0]  # always told its REPL is new
     assert "code blocks created are gone" not in seen[0]  # its only block never finished: nothing it made is lost
     assert not (run_ok(shell, "%agent runs").result["status"] == "interrupted").any()

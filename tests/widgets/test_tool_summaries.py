@@ -50,5 +50,6 @@ async def test_summary_rows_and_code_rows(comms: CommLog) -> None:
     assert "inspect_variable" in first  # still named, beside the sentence
     assert '<code class="language-python">x = 1\nprint(&#x27;&lt;x&gt;&#x27;)</code>' in second
     assert "arguments" not in second
+    assert second.index("language-python") < second.index(">42</pre>")  # its output under its code
     assert "<code>slow</code>" in third  # a progress report alone leaves the name as the headline
     assert "half way" not in third

@@ -9,11 +9,11 @@ the notebook dashboard filter on it, so kinds are never renamed.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, Literal
 
+from ._event_dict import event_to_dict as event_to_dict
 from ._limits import LimitKind
 from ._messages import MessageDelta
 from ._usage import Usage
@@ -45,6 +45,7 @@ __all__ = [
     "RunCancelledEvent",
     "RunCompleted",
     "RunFailed",
+    "RunResumed",
     "RunStarted",
     "SteeringApplied",
     "StructuredRepair",
@@ -54,6 +55,7 @@ __all__ = [
     "ToolCompleted",
     "ToolDeltaEvent",
     "ToolFailed",
+    "ToolReplayed",
     "ToolStarted",
     "UsageRecorded",
     "event_to_dict",
@@ -99,6 +101,20 @@ class RunFailed(AgentEvent):
     error_type: str
     error: str
     duration_s: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class RunResumed(AgentEvent):
+    """A resumed run continues ``resumed_from`` (from its step ``from_step``); just after ``run.started``.
+
+    ``model_calls`` were made in the run's tree before the interruption (its ``usage`` includes them);
+    the tool calls answered before it follow, one ``tool.replayed`` each.
+    """
+
+    kind: Literal["run.resumed"] = "run.resumed"
+    resumed_from: str
+    from_step: int = 0
+    model_calls: int = 0
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -233,6 +249,20 @@ class ToolFailed(AgentEvent):
     error: str
     duration_s: float = 0.0
     status: str = "failed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolReplayed(AgentEvent):
+    """A resumed run's call answered before the interruption, from its journal: never run again, no span."""
+
+    # so a resumed run's record and counts cover every tool call of the job
+
+    kind: Literal["tool.replayed"] = "tool.replayed"
+    call_id: str
+    tool_name: str
+    arguments: Any = None
+    output: str = ""
+    is_error: bool = False
 
 
 # ------------------------------------------------------------------------------------------ approvals
@@ -464,22 +494,3 @@ class MiddlewareCompleted(AgentEvent):
     hook: str
     duration_s: float = 0.0
     error: str | None = None
-
-
-def event_to_dict(event: AgentEvent) -> dict[str, Any]:
-    """A JSON-able dict of an event (Decimals as strings, nested dataclasses as dicts)."""
-    return {f.name: _jsonable(getattr(event, f.name)) for f in fields(event)}
-
-
-def _jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, str | int | float | bool):
-        return value
-    if isinstance(value, Decimal):
-        return str(value)
-    if hasattr(value, "__dataclass_fields__"):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    return repr(value)

@@ -273,7 +273,9 @@ class AgentHarness(Generic[DataT]):
         with a note to the model), and so is a call whose approval was pending. With no desk, or an
         unattended one, ``policy.unattended_approval`` decides (``None`` skips). ``note`` is told to
         the model before it continues (what changed while the run was down). Journal the resumed
-        run too by giving this harness a ``DurableJournal`` on the same store.
+        run too by giving this harness a ``DurableJournal`` on the same store. The calls answered
+        before the interruption are reported as ``tool.replayed`` events and counted in the run's
+        ``tool_calls``, as its ``usage`` counts the spend before it.
 
         Raises:
             ConfigurationError: The run is unknown, completed, already resumed or still running.

@@ -30,13 +30,14 @@ _ALL_MODES: Final[tuple[StreamMode, ...]] = get_args(StreamMode)
 MODE_KINDS: Final[dict[StreamMode, frozenset[str]]] = {
     # text and reasoning deltas, numbered by attempt, and the marker that drops a failed attempt
     "messages": frozenset({"model.delta", "model.discarded", "model.retracted"}),
-    "tools": frozenset({"tool.started", "tool.delta", "tool.completed", "tool.failed"}),
+    "tools": frozenset({"tool.started", "tool.delta", "tool.completed", "tool.failed", "tool.replayed"}),
     "updates": frozenset(
         {
             "run.started",
             "run.completed",
             "run.failed",
             "run.cancelled",
+            "run.resumed",
             "model.selected",
             "model.started",
             "model.completed",
@@ -44,6 +45,7 @@ MODE_KINDS: Final[dict[StreamMode, frozenset[str]]] = {
             "tool.started",
             "tool.completed",
             "tool.failed",
+            "tool.replayed",
             "subagent.started",
             "subagent.completed",
             "subagent.reused",

@@ -260,18 +260,34 @@ def tokenizer_for_model(model: str | None) -> TokenCounter:
     OpenAI models get their own encoding (``exact=True``); anything else, including ``None``, gets
     ``o200k_base`` marked ``exact=False``; ``HeuristicCounter`` when no encoding can load.
     """
+    name, exact = _encoding_name_for(model)
+    loaded = _encoding(name)
+    if loaded is None:
+        return HeuristicCounter()
+    backend, encoding = loaded
+    return BpeCounter(name=name, exact=exact, backend=backend, encoding=encoding)
+
+
+@functools.lru_cache(maxsize=512)
+def _encoding_name_for(model: str | None) -> tuple[str, bool]:
+    """``(encoding name, exact)`` for ``model``; see ``tokenizer_for_model``."""
     encoding_name: str | None = None
     if model:
         bare = _split_provider(model.strip())[1].rsplit("/", 1)[-1].lower()  # "openai/gpt-4o" on routers
         encoding_name = _openai_encoding_name(bare)
         encoding_name = _SAME_ORDINARY_IDS.get(encoding_name or "", encoding_name)
     exact = encoding_name in _SHA256  # legacy p50k/r50k models are approximated too
-    name = encoding_name if exact and encoding_name else _DEFAULT_ENCODING
-    loaded = _encoding(name)
-    if loaded is None:
-        return HeuristicCounter()
-    backend, encoding = loaded
-    return BpeCounter(name=name, exact=exact, backend=backend, encoding=encoding)
+    return (encoding_name if exact and encoding_name else _DEFAULT_ENCODING), exact
+
+
+def loaded_tokenizer_for_model(model: str | None) -> TokenCounter:
+    """``tokenizer_for_model(model)`` if its encoding is already loaded, else ``HeuristicCounter()``.
+
+    For callers that must answer now: loading a BPE encoding the first time takes 1-5 s, and a
+    Stop's record should not wait that long to estimate the tokens the stop cut off.
+    """
+    name, _ = _encoding_name_for(model)
+    return tokenizer_for_model(model) if _LOADED.get(name) is not None else HeuristicCounter()
 
 
 def estimate_tokens(text: str, model: str | None = None) -> int:

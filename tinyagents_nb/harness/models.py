@@ -68,6 +68,7 @@ from ._tokens import (
     TokenCounter as TokenCounter,
     TokenEstimator as TokenEstimator,
     estimate_tokens as estimate_tokens,
+    loaded_tokenizer_for_model as loaded_tokenizer_for_model,
     tokenizer_for_model as tokenizer_for_model,
 )
 from ._window import (
@@ -117,6 +118,7 @@ __all__ = [
     "estimate_tokens",
     "extract_structured",
     "is_structured_call",
+    "loaded_tokenizer_for_model",
     "prepare_request",
     "profile_for",
     "register_context_window",

@@ -42,6 +42,7 @@ __all__ = [
     "limit_hint",
     "models_frame",
     "runs_frame",
+    "short_id",
     "short_ids",
     "summary_line",
     "tools_frame",
@@ -83,6 +84,11 @@ def short_ids(text: str, runs: Sequence[NotebookRun]) -> str:
     """``text`` with each full run id replaced by its run's name (``--name`` or the id's last 8 characters)."""
     labels = {run.run_id: run.label for run in runs}
     return _RUN_ID.sub(lambda m: labels.get(m.group(), m.group()[-8:]), text)
+
+
+def short_id(run_id: str) -> str:
+    """A run id as user-facing lines show it: a generated id's random tail (``%agent resume`` takes it); any other whole."""
+    return run_id[-8:] if _RUN_ID.fullmatch(run_id) else run_id
 
 
 def limit_hint(exc: BaseException) -> tuple[str, str, str] | None:

@@ -29,10 +29,18 @@ from tinyagents_nb.harness import (
     ToolMessage,
     TreeBudget,
 )
-from tinyagents_nb.harness.durable import DurableJournal, RunStore, StoredRun, bound_names, resume_streaming
+from tinyagents_nb.harness.durable import (
+    DurableJournal,
+    ResumePlan,
+    RunStore,
+    StoredRun,
+    bound_names,
+    resume_streaming,
+)
 from tinyagents_nb.harness.steering import SteeringPolicy
 
 from ._budget import unattended_decision
+from ._display import short_id
 from ._handle import NotebookRun, RunMode
 from ._pricing import run_notes
 
@@ -218,11 +226,12 @@ def offer_cells(shell: Any, missing: Mapping[str, str]) -> None:
 def resumed_run(
     session: _ResumingSession,
     stored: StoredRun,
+    plan: ResumePlan,
     *,
     tools: Sequence[Tool],
     note: str | None = None,
 ) -> NotebookRun:
-    """A ``NotebookRun`` that continues ``stored`` on the session (not started; ``present`` shows and starts it).
+    """A ``NotebookRun`` that continues ``stored`` (read as ``plan``) on the session (not started; ``present`` starts it).
 
     Its calls that need a decision (a cut-off call of a tool that is not idempotent, a pending
     approval) wait on the run's approval cards, as a ``%%agent`` run's do; where nobody can click
@@ -246,9 +255,9 @@ def resumed_run(
     )
     ctx = session.context.new_root(tags=("notebook",), steering=SteeringHandle(SteeringPolicy.allow_all()))
     ctx.budgets = session.budgets_for(ctx, model)
-    stream = resume_streaming(harness, stored.run_id, store=store, context=ctx, note=note)
+    stream = resume_streaming(harness, stored.run_id, store=store, context=ctx, note=note, plan=plan)
     stream.approvals.attended = attended
-    resumed = f"resumed run {stored.run_id} from step {stored.steps - 1}"
+    resumed = f"resumed run {short_id(stored.run_id)} from step {stored.steps - 1}"
     notes = functools.partial(run_notes, session.context.costs, session.noted)
     run = NotebookRun(
         stream=stream,

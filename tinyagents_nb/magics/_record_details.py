@@ -24,6 +24,7 @@ from ._display import usd_text
 
 __all__ = ["details_blocks", "undelivered_blocks"]
 
+_REPLAYED: Final = "from before the restart"  # a resumed run's call from its journal (the pane says the same)
 _ARGS: Final = 600
 _RESULT: Final = 1_500
 _TICKS: Final = re.compile(r"`+")
@@ -92,13 +93,15 @@ def details_blocks(
             mark = {"ok": "✓", "error": "✗", "running": "⋯"}.get(tool.status, "·")
             who = f" by {escape(tool.caption)}" if tool.caption else ""
             error = f" · {escape(tool.error_type or 'error')}" if tool.status == "error" else ""
+            error += f" · {_REPLAYED}" if tool.replayed else ""
             markdown.append(f"{mark} {code(tool.name)}{who}{error}")
             markdown.append(_fenced(_clip(tool.arguments, _ARGS), "json"))
             if tool.status != "running":
                 markdown.append(_fenced(_clip(tool.output, _RESULT) or "(empty)", "text"))
             shown = " ".join(_clip(tool.output, 160).split())
+            before = f" ({_REPLAYED})" if tool.replayed else ""
             plain.append(
-                f"  {mark} {tool.name}{' by ' + tool.caption if tool.caption else ''} {tool.arguments} → {shown}"
+                f"  {mark} {tool.name}{' by ' + tool.caption if tool.caption else ''}{before} {tool.arguments} → {shown}"
             )
     if _cost_table_says_more(details):
         markdown.append("**Cost** (by agent and model)")
@@ -135,7 +138,8 @@ def _what(details: RunDetails) -> str:
     if len(details.agents) > 1:
         parts.append(f"{len(details.agents):,} agents")
     if details.tools:
-        parts.append(f"{len(details.tools) + details.tools_dropped:,} tool calls")
+        count = len(details.tools) + details.tools_dropped
+        parts.append(f"{count:,} tool call{'' if count == 1 else 's'}")
     if _cost_table_says_more(details):
         parts.append("cost")
     if details.sent:

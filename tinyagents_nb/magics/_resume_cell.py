@@ -8,7 +8,10 @@ card (**Run again** / **Skip** with a note to the model; a pending approval gets
 The card's clicks reach the cell by the same means as every waiting cell's: on ipykernel 7.x the
 line becomes an awaiting statement (``agent_wait_transformer``), on 6.x the waiting cell pumps the
 kernel. Where nobody can click (nbclient, papermill, nbval) ``AgentMagics.approvals`` decides, and
-its default skips such calls with a note, as a script's resume does.
+its default skips such calls with a note, as a script's resume does. An RLM run resumes the same
+way, in a fresh REPL (``_rlm.resumed_rlm_run``); its cut-off block is skipped with a note, never
+asked about. The journal is read once (``plan_resume``), and the lines it prints name runs by
+their short ids, which ``%agent resume`` takes.
 """
 
 from __future__ import annotations
@@ -17,14 +20,17 @@ from typing import Any, Protocol, cast
 
 from IPython.core.error import UsageError
 
+from tinyagents_nb.harness import ConfigurationError
 from tinyagents_nb.harness.durable import StoredRun, plan_resume
 
+from ._display import short_id, short_ids
 from ._durable import find_interrupted, missing_note, missing_variables, offer_cells, resumed_run, run_store_of
 from ._handle import NotebookRun
 from ._notebook import run_access
 from ._present import Presenter, present
-from ._rlm import resume_rlm_run
+from ._rlm import resumed_rlm_run
 from ._session import NotebookSession
+from ._usage import usage_error
 from ._waiting import interrupts_counted, said_in, sync_delivery, wait_async, wait_sync
 
 __all__ = ["resume_command", "resume_command_async"]
@@ -37,16 +43,17 @@ class ResumeHost(Presenter, Protocol):
     def session(self) -> NotebookSession: ...
 
 
-def _target(host: ResumeHost, args: list[str]) -> tuple[StoredRun, NotebookRun] | None:
-    """The interrupted run to resume and its new run (not started).
+def _target(host: ResumeHost, args: list[str]) -> tuple[StoredRun, NotebookRun, str] | None:
+    """The interrupted run to resume, its new run (not started) and what it is (``run``, ``RLM run``).
 
-    ``None`` when a paused run was released, or an RLM run was resumed (it waits here).
+    ``None`` when a paused run was released.
     """
     session = host.session
     if len(args) > 1:
         raise UsageError(f"%agent resume takes at most one run, got {' '.join(args)!r}")
     ref = args[0] if args else None
-    stored = None if session.active_runs() and ref is None else find_interrupted(run_store_of(session), ref)
+    store = run_store_of(session)
+    stored = None if session.active_runs() and ref is None else find_interrupted(store, ref)
     if stored is None:
         paused = session.find_run(ref)
         if paused.done or paused.mode is None:
@@ -54,37 +61,41 @@ def _target(host: ResumeHost, args: list[str]) -> tuple[StoredRun, NotebookRun] 
         paused.resume()
         print(f"resuming {paused.label}")
         return None
-    print(f"resuming interrupted run {stored.run_id} from step {stored.steps - 1}")
+    try:
+        plan = plan_resume(store, stored.run_id)  # read once: the run is built from this plan
+    except ConfigurationError as exc:  # e.g. a run with nothing journaled: said with the short id
+        raise UsageError(short_ids(str(usage_error(exc)), session.runs)) from None
+    rlm = plan.meta.get("kind") == "rlm"
+    what = "RLM run" if rlm else "run"
+    print(f"resuming interrupted {what} {short_id(stored.run_id)} from step {stored.steps - 1}")
     user_ns = getattr(host.shell, "user_ns", None)
-    plan = plan_resume(run_store_of(session), stored.run_id)
-    if plan.meta.get("kind") == "rlm":  # a fresh REPL, told what is gone; it waits here (no card yet)
-        done = resume_rlm_run(session, stored.run_id, user_ns or {})
-        print(done.final_text)
-        print(
-            f"[{done.status} · run {done.run_id} resumed RLM run {stored.run_id} · {done.usage.total_tokens:,} tokens in all]"
-        )
-        return None
-    missing = missing_variables(plan.messages, user_ns or {})
-    if missing and user_ns is not None:
-        print(
-            f"gone with the restart: {', '.join(sorted(missing))} (made by the run's run_code); the run is told, "
-            "and the code that made them is in a new cell below, to run if you want them back"
-        )
-        offer_cells(host.shell, missing)
-    notebook_tools, _, announcer = run_access(cast(Any, host), None, mode="waiting", rlm=False, system=None)
-    note = missing_note(missing) if missing and user_ns is not None else None
-    run = resumed_run(session, stored, tools=[*session.tools, *notebook_tools], note=note)
-    if announcer is not None:
-        announcer.run = run
+    if rlm:  # a fresh REPL, told what is gone; shown and waited for as a %%agent --rlm cell's run
+        run = resumed_rlm_run(session, stored, plan, user_ns or {})
+    else:
+        missing = missing_variables(plan.messages, user_ns or {})
+        if missing and user_ns is not None:
+            print(
+                f"gone with the restart: {', '.join(sorted(missing))} (made by the run's run_code); the run is "
+                "told, and the code that made them is in a new cell below, to run if you want them back"
+            )
+            offer_cells(host.shell, missing)
+        notebook_tools, _, announcer = run_access(cast(Any, host), None, mode="waiting", rlm=False, system=None)
+        note = missing_note(missing) if missing and user_ns is not None else None
+        run = resumed_run(session, stored, plan, tools=[*session.tools, *notebook_tools], note=note)
+        if announcer is not None:
+            announcer.run = run
     if host.shell is not None:  # the handle, as a %%agent cell binds it
         host.shell.user_ns["_agent"] = run
-    return stored, run
+    return stored, run, what
 
 
-def _ended(stored: StoredRun, run: NotebookRun) -> None:
+def _ended(stored: StoredRun, run: NotebookRun, what: str) -> None:
     outcome = run.outcome
     tokens = f" · {outcome.usage.total_tokens:,} tokens in all" if outcome is not None else ""
-    print(f"[{run.status} · run {run.run_id} resumed run {stored.run_id} from step {stored.steps - 1}{tokens}]")
+    print(
+        f"[{run.status} · run {short_id(run.run_id)} resumed {what} {short_id(stored.run_id)} "
+        f"from step {stored.steps - 1}{tokens}]"
+    )
 
 
 def resume_command(host: ResumeHost, args: list[str]) -> None:
@@ -94,14 +105,14 @@ def resume_command(host: ResumeHost, args: list[str]) -> None:
         target = _target(host, args)
         if target is None:
             return
-        stored, run = target
+        stored, run, what = target
         present(host, host.session, run, mode="waiting", delivery=delivery, title=run.name)
         future = run.future
         assert future is not None
         access = host.session.notebook  # the run's run_code calls need this (the main) thread while it waits
         work = access.runner.drain if access is not None else None
         wait_sync(run, future, delivery=delivery, say=said_in(run), work=work, interrupts=interrupts)
-    _ended(stored, run)
+    _ended(stored, run, what)
 
 
 async def resume_command_async(host: ResumeHost, args: list[str]) -> None:
@@ -109,9 +120,9 @@ async def resume_command_async(host: ResumeHost, args: list[str]) -> None:
     target = _target(host, args)
     if target is None:
         return
-    stored, run = target
+    stored, run, what = target
     present(host, host.session, run, mode="waiting", delivery="async", title=run.name)
     future = run.future
     assert future is not None
     await wait_async(run, future, say=said_in(run))
-    _ended(stored, run)
+    _ended(stored, run, what)

@@ -18,8 +18,8 @@ from typing import Any, Literal
 
 from IPython.core.error import UsageError
 
-from tinyagents_nb.harness import AgentRun, ConfigurationError, Middleware, SteeringHandle
-from tinyagents_nb.harness.durable import plan_resume
+from tinyagents_nb.harness import ConfigurationError, Middleware, SteeringHandle
+from tinyagents_nb.harness.durable import ResumePlan, StoredRun, resume_streaming
 from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.rlm import (
     RLM,
@@ -33,6 +33,7 @@ from tinyagents_nb.rlm import (
 )
 
 from . import _durable
+from ._display import short_id
 from ._handle import NotebookRun
 from ._offline import OfflineModel
 from ._session import NotebookSession
@@ -104,29 +105,42 @@ def rlm_run_journal(
     return rlm_journal(store, agent=name or "rlm", model=model, context=list(values), environment=environment)
 
 
-def resume_rlm_run(session: NotebookSession, run_id: str, user_ns: Mapping[str, Any]) -> AgentRun:
-    """``%agent resume`` of an interrupted RLM run: a fresh REPL of its kind, its context values read again.
+def resumed_rlm_run(
+    session: NotebookSession, stored: StoredRun, plan: ResumePlan, user_ns: Mapping[str, Any]
+) -> NotebookRun:
+    """``%agent resume`` of an interrupted RLM run, as a run the cell shows and waits for (not started).
 
-    The context values are taken from the notebook by the names the journal kept; missing ones and
-    the REPL variables its blocks made are named to the model. Waits for the run to end.
+    It goes on in a fresh REPL of its kind holding the context values the journal names, read from
+    the notebook again; the model is told which are missing and which REPL variables its blocks made
+    are gone. A block the interruption cut off is skipped with a note, never asked about on a card:
+    the REPL it ran in is gone, and the model knows what to run again. Its dashboard, Stop and
+    record are a ``%%agent --rlm`` cell's.
     """
     store = _durable.run_store_of(session)
-    stored = store.get(run_id)
-    plan = plan_resume(store, run_id)
     environment = str(plan.meta.get("environment") or "kernel")
     env: Environment = session_kernel(session) if environment == "kernel" else LocalEnvironment()
     names = [str(n) for n in plan.meta.get("context") or ()]
     values = {n: user_ns[n] for n in names if n in user_ns}
-    model = stored.model if stored is not None else None
+    model = stored.model or session.model_name()
     rlm = RLM(
-        model=session.resolve_model(model),
+        model=session.resolve_model(stored.model),
         environment=env,
-        name=stored.agent if stored is not None and stored.agent else "rlm",
+        name=stored.agent or "rlm",
         keep_children=False,
         keep_trajectories=0,
-        middleware=[rlm_run_journal(session, stored.agent if stored else None, str(model), values, environment)],
+        middleware=[rlm_run_journal(session, stored.agent, model, values, environment)],
     )
-    return session.loop.submit(rlm.resume(run_id, store=store, context=values)).result()
+    harness, note = rlm.prepare_resume(plan, values)
+    ctx = session.context.new_root(tags=_TAGS, steering=SteeringHandle(SteeringPolicy.allow_all()))
+    ctx.budgets = session.budgets_for(ctx, rlm.model)  # the notebook's caps bind the run and its sub-queries
+    stream = resume_streaming(harness, stored.run_id, store=store, context=ctx, note=note, plan=plan)
+    stream.approvals.attended = False  # a cut-off block: a note to the model (see above)
+    resumed = f"resumed RLM run {short_id(stored.run_id)} from step {stored.steps - 1}"
+    run = NotebookRun(
+        stream=stream, harness=harness, prompt=stored.prompt, model=model, name=stored.agent, notes=lambda _: [resumed]
+    )
+    session.adopt(run)
+    return run
 
 
 def output_class(name: str | None, user_ns: Mapping[str, Any]) -> Any:

@@ -266,10 +266,12 @@ class MainThreadRunner:
             stopped=stopped,  # type: ignore[arg-type]
             duration_s=time.monotonic() - started,
         )
+        if job.person and job.on_interrupt is not None:
+            # ■ stops the run, as it does while a waiting cell waits: before the result is handed back,
+            # or the run (on its own thread) could go on to its next step first and finish "completed"
+            job.on_interrupt()
         if not job.future.done():
             job.future.set_result(result)
-        if job.person and job.on_interrupt is not None:
-            job.on_interrupt()  # ■ stops the run, as it does while a waiting cell waits
 
     def _exec(self, code: str, buffer: io.StringIO, images: list[NotebookImage] | None) -> None:
         """Run ``code`` as a cell: IPython's syntax (magics), then the last expression's value shown."""

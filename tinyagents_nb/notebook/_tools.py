@@ -227,16 +227,21 @@ class _Tools:
             note: One sentence for the person.
         """
         shell = self.shell
-        inserted = self.insert_cells and getattr(shell, "payload_manager", None) is not None
+        run_id = str(ctx.config.root_run_id)
+        # JupyterLab and Notebook 7 insert the first ``set_next_input`` payload of a reply and drop the
+        # rest, so only a run's first proposal is sent: the record offers the others, and says which.
+        first = not any(p.inserted for p in self.access.proposed(run_id))
+        inserted = first and self.insert_cells and getattr(shell, "payload_manager", None) is not None
         if inserted:
             payload = {"source": "set_next_input", "text": code, "replace": False}
             shell.payload_manager.write_payload(payload, single=False)
-        self.access.propose(str(ctx.config.root_run_id), Proposal(code=code, note=note, inserted=inserted))
+        self.access.propose(run_id, Proposal(code=code, note=note, inserted=inserted))
         _summary(report, "proposed a cell" + (" (sent as a new cell below)" if inserted else " (in the record)"))
         where = (
             "sent to the notebook as a new cell below the agent's cell"
             if inserted
             else "listed in the run's record for the person to copy"
+            + ("" if first else " (the notebook takes one new cell per run: the first proposed)")
         )
         return f"proposed a cell of {_lines(code)}: {where}; it has not run"
 

@@ -22,6 +22,7 @@ __all__ = ["clip", "describe_variable", "list_variables", "shape_text", "user_va
 
 _TIMES: Final = "\u00d7"
 _SAMPLE_ROWS: Final = 100_000
+_ARRAY_SAMPLE: Final = 1_000_000
 _HEAD_ROWS: Final = 5
 _COLUMNS: Final = 40
 _LIST_COLUMNS: Final = 8
@@ -162,12 +163,26 @@ def list_variables(namespace: Mapping[str, Any], hidden_ns: Mapping[str, Any], m
     return f"{total:,} variable{'s' if total != 1 else ''}:\n{text}"
 
 
+def _spread(size: int, count: int) -> Any:
+    """``count`` sorted positions out of ``size``: one at random in each of ``count`` equal stretches.
+
+    Even like a stride, but a stride aliases with periodic data (every 5th value missing, a 2-column
+    array read as flat values) and can then see only one phase of it; a fixed seed keeps a
+    description the same from one call to the next.
+    """
+    np = _numpy()
+    starts = (np.arange(count, dtype="int64") * size) // count
+    ends = (np.arange(1, count + 1, dtype="int64") * size) // count
+    return starts + np.random.default_rng(0).integers(0, np.maximum(ends - starts, 1))
+
+
 def _sample(frame: Any) -> tuple[Any, str]:
     rows = len(frame)
     if rows <= _SAMPLE_ROWS:
         return frame, ""
-    step = -(-rows // _SAMPLE_ROWS)
-    return frame.iloc[::step], f" (over every {step:,}th row: {len(frame.iloc[::step]):,} of {rows:,})"
+    return frame.iloc[
+        _spread(rows, _SAMPLE_ROWS)
+    ], f" (over {_SAMPLE_ROWS:,} of {rows:,} rows, spread evenly at random)"
 
 
 def _frame(name: str, frame: Any) -> list[str]:
@@ -203,9 +218,9 @@ def _array(name: str, array: Any) -> list[str]:
     out = [f"`{name}`: numpy ndarray, shape {array.shape}, dtype {array.dtype}, {_human(int(array.nbytes))}"]
     if array.size and np is not None and np.issubdtype(array.dtype, np.number):
         flat = array.reshape(-1)
-        step = max(1, flat.size // 1_000_000)
-        sample = flat[::step].astype("float64", copy=False)
-        note = f" (over every {step:,}th value)" if step > 1 else ""
+        many = flat.size > _ARRAY_SAMPLE
+        sample = (flat[_spread(flat.size, _ARRAY_SAMPLE)] if many else flat).astype("float64", copy=False)
+        note = f" (over {_ARRAY_SAMPLE:,} of {flat.size:,} values, spread evenly at random)" if many else ""
         out.append(
             f"min {np.nanmin(sample):.6g}, max {np.nanmax(sample):.6g}, mean {np.nanmean(sample):.6g}, "
             f"std {np.nanstd(sample):.6g}, nan {int(np.isnan(sample).sum()):,}{note}"
@@ -214,13 +229,15 @@ def _array(name: str, array: Any) -> list[str]:
     return out
 
 
-def _text(name: str, value: str) -> list[str]:
+def _text(name: str, value: str, limit: int) -> list[str]:
+    """Length, then the whole string or its head and tail (the tail kept within a small ``limit`` too)."""
     lines = value.count("\n") + 1 if value else 0
     out = [f"`{name}`: str, {len(value):,} characters, {lines:,} lines"]
-    if len(value) <= 1_500:
+    room = max(0, min(1_500, limit - len(out[0]) - 30))
+    if len(value) <= room:
         out.append(value)
     else:
-        out += ["head:", value[:1_000], "…", "tail:", value[-400:]]
+        out += ["head:", value[: room * 2 // 3], "…", "tail:", value[-(room // 4) :]]
     return out
 
 
@@ -234,7 +251,6 @@ _DESCRIBERS: Final[tuple[tuple[Callable[[Any], bool], Callable[[str, Any], list[
     (lambda v: _pandas() is not None and isinstance(v, _pandas().DataFrame), _frame),
     (lambda v: _pandas() is not None and isinstance(v, _pandas().Series), _series),
     (lambda v: _numpy() is not None and isinstance(v, _numpy().ndarray), _array),
-    (lambda v: isinstance(v, str), _text),
     (lambda v: isinstance(v, list | tuple | dict | set | frozenset), _container),
 )
 
@@ -242,6 +258,8 @@ _DESCRIBERS: Final[tuple[tuple[Callable[[Any], bool], Callable[[str, Any], list[
 def describe_variable(name: str, value: Any, limit: int) -> str:
     """A bounded, model-readable description of ``value`` (never more than ``limit`` characters)."""
     try:
+        if isinstance(value, str):
+            return clip("\n".join(_text(name, value, limit)), limit)
         for matches, describe in _DESCRIBERS:
             if matches(value):
                 return clip("\n".join(line for line in describe(name, value) if line), limit)

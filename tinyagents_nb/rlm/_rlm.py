@@ -28,7 +28,7 @@ from tinyagents_nb.harness import (
     UserMessage,
     resolve_model,
 )
-from tinyagents_nb.harness.durable import RunStore, plan_resume
+from tinyagents_nb.harness.durable import ResumePlan, RunStore, plan_resume, resume_run
 
 from ._config import RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
@@ -304,13 +304,28 @@ class RLM:
         """
         runs = store if isinstance(store, RunStore) else RunStore(store)
         plan = plan_resume(runs, run_id)
+        harness, note = self.prepare_resume(plan, context)
+        return await resume_run(harness, run_id, store=runs, config=config, note=note, plan=plan)
+
+    def prepare_resume(
+        self, plan: ResumePlan, context: Mapping[str, Any] | None = None
+    ) -> tuple[AgentHarness[Any], str]:
+        """The harness that continues the RLM run ``plan`` (from ``plan_resume``) and the note its model is told.
+
+        What ``resume`` runs; a notebook streams it instead (``resume_streaming(harness, ..., note=note,
+        plan=plan)``). With no approval desk, or an unattended one, a cut-off block is skipped with a
+        note (the harness has no unattended approval): the REPL it ran in is gone, the model decides.
+
+        Raises:
+            ConfigurationError: ``plan`` is not an RLM run's.
+        """
         values = dict(context or {})
         note = resume_note(plan, values)  # refuses a run that is not an RLM run
         harness, _ = self._build("(resumed)", values, self.environment, depth=0)
         if isinstance(harness.model, REPLDialect):  # new blocks get new call ids, after the journaled ones
             harness.model.state.iterations = repl_calls(plan.messages)
         harness.policy = dataclasses.replace(harness.policy, unattended_approval=None)  # a cut-off block: a note
-        return await harness.resume(run_id, store=runs, config=config, note=note)
+        return harness, note
 
     def trajectory(self, run: AgentRun | str) -> Trajectory:
         """The trajectory of one of this RLM's latest root runs (``run`` or its id), to save or show.

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tinyagents_nb.harness import AgentEvent, AgentStream, ConfigurationError
-from tinyagents_nb.harness.models import TokenEstimator
+from tinyagents_nb.harness.models import loaded_tokenizer_for_model
 from tinyagents_nb.harness.runtime import CostRecord
 
 from ._approvals import ApprovalCards
@@ -223,7 +223,7 @@ class RunDashboard:
             streamed = [text for text in self.transcript.streamed_text().values() if text]
             calls = len(streamed)
             if streamed and not usage.estimated:  # (the harness records a stopped call's estimate itself)
-                counter = TokenEstimator.for_model(self.state.model or None).counter
+                counter = loaded_tokenizer_for_model(self.state.model or None)  # a Stop never waits for a BPE load
                 estimate = sum(counter.count(text) for text in streamed)
         return Totals(
             tokens=usage.total_tokens,
@@ -362,6 +362,7 @@ class RunDashboard:
                     output=row.output,
                     error_type=row.error_type,
                     duration_s=row.duration_s,
+                    replayed=row.replayed,
                 )
                 for row in self.tools.rows.values()
             )

@@ -36,6 +36,8 @@ class ToolLine:
     output: str
     error_type: str
     duration_s: float | None
+    replayed: bool = False
+    """Answered before the run was interrupted (a resumed run's call from its journal, not run again)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 from tinyagents_nb.harness import AgentEvent, TextDelta, ThinkingDelta
 
+from ._format import plural
 from ._gauge import ContextGauge
 from ._header import RunState
 from ._runlog import Alert, RunLog, alert_for_guardrail, alert_for_limit
@@ -66,16 +67,23 @@ class EventRouter:
         self._retries: dict[tuple[str, str], int] = {}
         self._step_tools: dict[str, str] = {}
         """The tool whose calls are code steps, by RLM run id (``rlm.started``)."""
+        self._early: dict[str, list[tuple[str, int]]] = {}
+        """Calls a resumed run reported before its first model call (tool, row key), by run id: those it
+        replayed from its journal and settled. ``rlm.started`` comes after them, and makes its code steps."""
+        self._talking: set[str] = set()
+        """Runs that made a model call (their later calls are not early)."""
         self._handlers: Mapping[str, Callable[[Any], None]] = {
             "model.delta": self._on_delta,
             "model.started": self._on_model_started,
             "run.started": self._on_run_started,
+            "run.resumed": self._on_run_resumed,
             "model.completed": self._on_model_completed,
             "model.failed": self._on_model_failed,
             "tool.started": self._on_tool_started,
             "tool.completed": self._on_tool_completed,
             "tool.failed": self._on_tool_failed,
             "tool.delta": self._on_tool_delta,
+            "tool.replayed": self._on_tool_replayed,
             "subagent.started": self._on_subagent_started,
             "subagent.completed": lambda e: tree.finish(e.child_run_id, e.status),
             "context.pressure": self._on_pressure,
@@ -121,6 +129,12 @@ class EventRouter:
             state.started = time.monotonic()
             state.model = state.model or event.model
 
+    def _on_run_resumed(self, event: Any) -> None:
+        """A resumed run: the model calls made before the restart count (its tool calls come replayed)."""
+        self._state.model_calls += event.model_calls
+        before = plural(event.model_calls, "model call")
+        self._note(event, f"↪ resumed from step {event.from_step}: {before} before the restart")
+
     def _on_run_ended(self, event: Any) -> None:
         status = TERMINAL_KINDS[event.kind]
         if event.kind == "run.failed" and event.run_id != self._state.run_id:
@@ -145,6 +159,8 @@ class EventRouter:
         self._note(event, f"attempt {event.attempt} failed, retrying in {event.delay_s:.1f} s: {event.error}")
 
     def _on_model_started(self, event: Any) -> None:
+        self._talking.add(event.run_id)  # past the run's start: rlm.started would have come by now
+        self._early.pop(event.run_id, None)
         self._state.live_calls.add((event.run_id, event.call_id))  # counted while it streams (a retry is the same call)
 
     def _on_model_completed(self, event: Any) -> None:
@@ -161,6 +177,11 @@ class EventRouter:
 
     def _on_rlm_started(self, event: Any) -> None:
         self._step_tools[event.run_id] = event.tool_name
+        for tool_name, key in self._early.pop(event.run_id, []):  # reported before the run said it was RLM
+            if tool_name == event.tool_name:  # a code step (replayed, or skipped on resume), not a tool call
+                self._tools.drop(key)
+                self._state.tool_calls -= 1
+                self._state.code_steps += 1
 
     def _is_step_call(self, event: Any) -> bool:
         """A call that runs an RLM run's code: its steps show it (see the module docstring)."""
@@ -170,7 +191,27 @@ class EventRouter:
         if self._is_step_call(event):
             return
         caption = self._tree.caption(event.run_id)
-        self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
+        key = self._tools.started(event.run_id, event.call_id, event.tool_name, event.arguments, caption)
+        if event.run_id not in self._talking:  # a resumed run settling its open calls (see _on_rlm_started)
+            self._early.setdefault(event.run_id, []).append((event.tool_name, key))
+
+    def _on_tool_replayed(self, event: Any) -> None:
+        """A resumed run's call from before the restart: counted and listed (marked), never shown as running."""
+        if self._is_step_call(event):
+            self._state.code_steps += 1
+            return
+        self._state.tool_calls += 1
+        caption = self._tree.caption(event.run_id)
+        key = self._tools.replayed(
+            event.run_id,
+            event.call_id,
+            event.tool_name,
+            event.arguments,
+            caption,
+            output=event.output,
+            is_error=event.is_error,
+        )
+        self._early.setdefault(event.run_id, []).append((event.tool_name, key))
 
     def _on_tool_delta(self, event: Any) -> None:
         data = event.data

@@ -9,7 +9,7 @@ from typing import Any, Final, Literal
 from ._format import esc, format_duration, json_preview, truncate
 from ._rows import HtmlRows
 
-__all__ = ["ToolCallRow", "ToolCallsPane"]
+__all__ = ["REPLAYED", "ToolCallRow", "ToolCallsPane"]
 
 ToolStatus = Literal["running", "ok", "error"]
 
@@ -38,6 +38,12 @@ class ToolCallRow:
     output: str = ""
     error_type: str = ""
     duration_s: float | None = None
+    replayed: bool = False
+    """Answered before the run was interrupted: a resumed run shows it from its journal (not run again)."""
+
+
+REPLAYED: Final = "from before the restart"
+"""How a replayed call is marked, in the pane and in the record."""
 
 
 class ToolCallsPane:
@@ -55,13 +61,16 @@ class ToolCallsPane:
         self.dropped = 0
         self.count = 0
         """Every call seen, dropped ones included."""
+        self._next = 0  # the next row's key (``count`` goes down when a row is dropped)
         self._by_call: dict[tuple[str, str], int] = {}
         self._dirty: set[int] = set()
         self._max = max_rows
 
     # ------------------------------------------------------------------ listener side (plain state)
-    def started(self, run_id: str, call_id: str, name: str, arguments: Any, caption: str) -> None:
-        key = self.count
+    def started(self, run_id: str, call_id: str, name: str, arguments: Any, caption: str) -> int:
+        """A call started: its row (running); returns the row's key."""
+        key = self._next
+        self._next += 1
         self.count += 1
         code = arguments.get("code") if isinstance(arguments, dict) else None
         self.rows[key] = ToolCallRow(
@@ -79,6 +88,24 @@ class ToolCallsPane:
             self.dropped += 1
         if len(self._by_call) > 2 * self._max:  # forget finished calls whose rows are gone
             self._by_call = {slot: k for slot, k in self._by_call.items() if k in self.rows}
+        return key
+
+    def replayed(
+        self, run_id: str, call_id: str, name: str, arguments: Any, caption: str, *, output: str, is_error: bool
+    ) -> int:
+        """A call answered before the interruption (``tool.replayed``): a finished row, marked; returns its key."""
+        self.started(run_id, call_id, name, arguments, caption)
+        key = self._by_call.pop((run_id, call_id))
+        row = self.rows.get(key)
+        if row is not None:
+            row.status, row.output, row.replayed = ("error" if is_error else "ok"), output, True
+        return key
+
+    def drop(self, key: int) -> None:
+        """Take a row out (a replayed RLM code step, which the run's steps count instead)."""
+        if self.rows.pop(key, None) is not None:
+            self.count -= 1
+            self._dirty.discard(key)
 
     def summarised(self, run_id: str, call_id: str, text: str) -> None:
         """The tool said what the call did: the row's headline becomes that sentence."""
@@ -123,6 +150,8 @@ def _row_html(row: ToolCallRow) -> str:
     facts = [f"by {esc(row.caption)}"] if row.caption else []
     if row.status == "running":
         facts.append("running")
+    elif row.replayed:
+        facts.append(REPLAYED)
     elif row.duration_s is not None:
         facts.append(format_duration(row.duration_s))
     if row.status == "error":

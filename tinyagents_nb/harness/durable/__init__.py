@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ._journal_mw import DurableJournal as DurableJournal
 from ._names import bound_names as bound_names
-from ._resume import ResumePlan as ResumePlan, plan_resume as plan_resume, resume_run as resume_run
-from ._resume_stream import resume_streaming as resume_streaming
+from ._resume import ResumePlan as ResumePlan, plan_resume as plan_resume
+from ._resume_stream import resume_run as resume_run, resume_streaming as resume_streaming
 from ._run_store import (
     Pruned as Pruned,
     RunStore as RunStore,

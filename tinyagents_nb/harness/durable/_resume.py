@@ -9,23 +9,21 @@ declared ``idempotent``; otherwise the model is told it was skipped, since it ma
 
 from __future__ import annotations
 
-import os
 import warnings
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from .._approval import ApprovalDesk
 from .._approval_gate import gate_tool_call, require_approval
-from .._config import RunConfig
 from .._context import RunContext
 from .._cost import CostUnknownWarning
 from .._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
+from .._event_text import preview
+from .._events import RunResumed, ToolCompleted, ToolFailed, ToolReplayed, ToolStarted
 from .._messages import (
     AssistantMessage,
     Message,
     ToolCall,
     ToolMessage,
-    UserMessage,
     dump_messages,
     load_messages,
 )
@@ -50,7 +48,7 @@ class Resumable(Protocol):
     async def invoke_in_context(self, ctx: RunContext[Any], input: list[Message]) -> AgentRun: ...
 
 
-__all__ = ["ResumePlan", "plan_resume", "resume_run"]
+__all__ = ["ResumePlan", "plan_resume", "replay_answered"]
 
 SKIPPED_NOTE = (
     "The run was interrupted while this call of `{name}` was in progress. It was not run again because the tool "
@@ -103,8 +101,16 @@ class ResumePlan(_Transcript):
         roots = {run_id, *(rid for rid, _ in earlier)}
         children: dict[str, _Transcript] = {}
         self._children: dict[tuple[str, str], _Transcript] = {}
+        base: int | None = None  # where the job's own messages begin (after the first run's input)
+        self.model_calls = 0  # the job's model calls before the interruption: the root's ...
+        self.tree_model_calls = 0  # ... and its tree's (sub-agents included)
         for rid, run_steps in [*earlier, (run_id, steps)]:
             for step in run_steps:
+                if base is None and step.kind == "input":
+                    base = len(step.data["messages"])
+                if step.kind in ("model", "sub.model"):
+                    self.tree_model_calls += 1
+                    self.model_calls += step.kind == "model"
                 if step.kind.startswith("sub."):
                     self._sub(children, roots, step.kind[4:], step.data)
                 elif rid != run_id:
@@ -124,6 +130,7 @@ class ResumePlan(_Transcript):
         self.close()
         for child in children.values():
             child.close()
+        self.answered = _answered(self.messages[base or 0 :])
 
     def _sub(self, children: dict[str, _Transcript], roots: set[str], kind: str, data: dict[str, Any]) -> None:
         child_id = str(data["run"])
@@ -139,6 +146,25 @@ class ResumePlan(_Transcript):
     def child(self, parent: _Transcript, call_id: str) -> _Transcript | None:
         """The sub-agent run the call ``call_id`` of ``parent`` started, if the journal has one."""
         return self._children.get(("" if parent is self else parent.run_id, call_id))
+
+
+def _answered(messages: Sequence[Message]) -> list[tuple[ToolCall, ToolMessage]]:
+    """The tool calls ``messages`` answer, each with its answer, in the order they were answered."""
+    calls = {c.id: c for m in messages if isinstance(m, AssistantMessage) for c in m.tool_calls}
+    return [(calls[m.tool_call_id], m) for m in messages if isinstance(m, ToolMessage) and m.tool_call_id in calls]
+
+
+def replay_answered(ctx: RunContext[Any], plan: ResumePlan) -> int:
+    """Report what the job did before the interruption: ``run.resumed``, then a ``tool.replayed`` per answered call.
+
+    Emitted by the resumed run after ``run.started`` (nothing is run again), so its dashboard, record
+    and counts cover every call of the job. Returns how many tool calls.
+    """
+    ctx.emit(RunResumed, resumed_from=plan.run_id, from_step=plan.from_step, model_calls=plan.tree_model_calls)
+    report = _Report(ctx)
+    for call, message in plan.answered:
+        report.replayed(call, message)
+    return report.count
 
 
 def plan_resume(store: RunStore, run_id: str) -> ResumePlan:
@@ -205,8 +231,11 @@ async def _settle(
     the tool asks for one); a non-idempotent call that started is run again only when approved
     (a person at the approval card, or ``unattended_approval="approve"``), else skipped with a note.
     A sub-agent's call answers with the child's journaled answer if it ended, or continues the child
-    from its own last step (inside this run) if it was cut off.
+    from its own last step (inside this run) if it was cut off. The resumed run's own calls (``at``
+    is ``plan``) are reported as its tool events: each answered now has ``tool.started`` and
+    ``tool.completed``; a finished child's journaled answer is ``tool.replayed``.
     """
+    report = _Report(ctx) if at is plan else None
     answers: list[Message] = []
     for call in at.pending:
         tool = harness.tools.get(call.name)
@@ -214,35 +243,94 @@ async def _settle(
         subagent = getattr(tool, "subagent", None)  # a SubAgentTool (not imported: it imports the harness)
         child = plan.child(at, call.id) if subagent is not None else None
         if tool is None:
-            answers.append(_note(NOT_RUN_NOTE, call))
+            answers.append(_note(NOT_RUN_NOTE, call, report))
             continue
         if child is not None and child.ended is not None and child.ended[0] == "completed":
-            answers.append(ToolResult.ok(child.ended[1]).to_message(call))  # it finished: not run again
+            message = ToolResult.ok(child.ended[1]).to_message(call)  # it finished: not run again
+            if report is not None:
+                report.replayed(call, message)
+            answers.append(message)
             continue
         if child is None and not (interrupted and getattr(tool, "idempotent", False)):
             decided = await _decide(harness, ctx, tool, call, interrupted)
             if isinstance(decided, ToolResult):
                 why = decided.to_message(call).text
-                answers.append(_note(f"{SKIPPED_NOTE if interrupted else NOT_RUN_NOTE} ({why})", call))
+                answers.append(_note(f"{SKIPPED_NOTE if interrupted else NOT_RUN_NOTE} ({why})", call, report))
                 continue
             call = decided
         if journal is not None:
             journal.settled(ctx.run_id, "tool.started", {"id": call.id, "name": call.name})
-        if child is not None and tool is not None:
-            message = await _continue_child(tool.name, subagent, ctx, plan, child, call)
-        else:
-            try:
-                result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
-            except Exception as exc:  # a tool error is the model's to handle, as in the loop
-                message = ToolMessage(
-                    tool_call_id=call.id, name=call.name, text=f"{type(exc).__name__}: {exc}", is_error=True
-                )
-            else:
-                message = result.to_message(call)
+        started = report.started(call) if report is not None else 0.0
+        try:
+            message = await _answer(tool, subagent, ctx, plan, child, call)
+        except BaseException as exc:  # a Stop (or the task's cancel) while it ran: the call is closed, as in the loop
+            if report is not None:
+                report.failed(call, exc, started)
+            raise
+        if report is not None:
+            report.completed(call, message, started)
         if journal is not None:
             journal.settled(ctx.run_id, "tool.done", {"message": dump_messages([message])[0]})
         answers.append(message)
     return answers
+
+
+async def _answer(
+    tool: Tool, subagent: Any, ctx: RunContext[Any], plan: ResumePlan, child: _Transcript | None, call: ToolCall
+) -> ToolMessage:
+    """Run one open call now: the tool, or the sub-agent it continues."""
+    if child is not None:
+        return await _continue_child(tool.name, subagent, ctx, plan, child, call)
+    try:
+        result = await tool.call(ctx, call.arguments if isinstance(call.arguments, dict) else {})
+    except Exception as exc:  # a tool error is the model's to handle, as in the loop
+        return ToolMessage(tool_call_id=call.id, name=call.name, text=f"{type(exc).__name__}: {exc}", is_error=True)
+    return result.to_message(call)
+
+
+class _Report:
+    """The tool events of the calls a resumed run answers while it settles (and how many it answered)."""
+
+    def __init__(self, ctx: RunContext[Any]) -> None:
+        self.ctx = ctx
+        self.count = 0
+
+    def started(self, call: ToolCall) -> float:
+        self.ctx.emit(ToolStarted, call_id=call.id, tool_name=call.name, arguments=call.arguments)
+        return self.ctx.clock.monotonic()
+
+    def completed(self, call: ToolCall, message: ToolMessage, started: float) -> None:
+        self.count += 1
+        self.ctx.emit(
+            ToolCompleted,
+            call_id=call.id,
+            tool_name=call.name,
+            output=preview(message.text),
+            is_error=message.is_error,
+            duration_s=self.ctx.clock.monotonic() - started,
+        )
+
+    def failed(self, call: ToolCall, exc: BaseException, started: float) -> None:
+        self.ctx.emit(
+            ToolFailed,
+            call_id=call.id,
+            tool_name=call.name,
+            error_type=type(exc).__name__,
+            error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
+            duration_s=self.ctx.clock.monotonic() - started,
+            status="cancelled",
+        )
+
+    def replayed(self, call: ToolCall, message: ToolMessage) -> None:
+        self.count += 1
+        self.ctx.emit(
+            ToolReplayed,
+            call_id=call.id,
+            tool_name=call.name,
+            arguments=call.arguments,
+            output=preview(message.text),
+            is_error=message.is_error,
+        )
 
 
 async def _continue_child(
@@ -306,33 +394,9 @@ def begin_journal(journal: DurableJournal, run_id: str, plan: ResumePlan) -> Non
             journal.settled(run_id, "tool.started", {"id": call.id, "name": call.name})
 
 
-def _note(note: str, call: ToolCall) -> ToolMessage:
-    return ToolMessage(tool_call_id=call.id, name=call.name, text=note.format(name=call.name), is_error=True)
-
-
-async def resume_run(
-    harness: Resumable,
-    run_id: str,
-    *,
-    store: RunStore | str | os.PathLike[str],
-    config: RunConfig | None = None,
-    data: Any = None,
-    approvals: ApprovalDesk | None = None,
-    note: str | None = None,
-) -> AgentRun:
-    """Continue the journaled run ``run_id`` with ``harness`` (see ``AgentHarness.resume``)."""
-    runs = store if isinstance(store, RunStore) else RunStore(store)
-    plan = plan_resume(runs, run_id)
-    ctx: RunContext[Any] = RunContext(config=config if config is not None else RunConfig(), data=data)
-    ctx.approvals = approvals
-    new_id = str(ctx.run_id)
-    journal = carry_over(harness, ctx, runs, plan)
-    if journal is not None:  # journaled from before settling, so a kill while settling loses nothing
-        begin_journal(journal, new_id, plan)  # it marks the original resumed
-        ctx.journal = journal  # a sub-agent continued while settling journals in this run
-    else:
-        runs.mark_resumed(run_id, new_id)
-    messages = [*plan.messages, *await _settle(harness, ctx, plan, plan, journal)]
-    if note:  # what changed while the run was down (e.g. variables a restart took away)
-        messages.append(UserMessage(text=note))
-    return await harness.invoke_in_context(ctx, messages)
+def _note(note: str, call: ToolCall, report: _Report | None = None) -> ToolMessage:
+    """A call answered with a note instead of running (reported like a denied call: started, then an error)."""
+    message = ToolMessage(tool_call_id=call.id, name=call.name, text=note.format(name=call.name), is_error=True)
+    if report is not None:
+        report.completed(call, message, report.started(call))
+    return message

@@ -335,8 +335,10 @@ class RunStatusStore:
                 status.active_model_call = None
             elif kind == "tool.started":
                 status.phase = "tools"
-            elif kind == "tool.completed":
+            elif kind in ("tool.completed", "tool.replayed"):  # a resumed run counts its calls from before
                 status.tool_calls += 1
+            elif kind == "run.resumed":
+                status.model_calls += getattr(event, "model_calls", 0)
             elif kind in _TERMINAL:
                 self._finish(status, event)
 
