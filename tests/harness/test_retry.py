@@ -705,3 +705,13 @@ def test_one_rate_limiter_serves_two_event_loops_at_once() -> None:
         assert not any(thread.is_alive() for thread in threads), "a run hung on the shared limiter"
         assert [results[i].final_text for i in range(2)] == ["done", "done"]
         assert time.monotonic() - started >= 7 / 40 - 0.02  # 8 calls through one bucket of 1 at 40/s
+
+
+def test_jitter_without_an_rng_leaves_the_global_random_stream_alone() -> None:
+    """A notebook's ``random.seed(...)`` sequence (and Hypothesis's check of it) is not disturbed by a backoff."""
+    policy = RetryPolicy(max_attempts=3, jitter=0.5)
+    random.seed(11)
+    expected = random.random()
+    random.seed(11)
+    assert len({policy.backoff_for_attempt(2) for _ in range(20)}) > 1  # jittered, from its own stream
+    assert random.random() == expected
