@@ -226,15 +226,17 @@ def narrow_lab(tmp_path: Path) -> Iterator[str]:
         yield base
 
 
-def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(narrow_lab: str) -> None:
+@pytest.mark.parametrize("frontend", ["lab", "notebook"])
+def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(narrow_lab: str, frontend: str) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
+    path = "/lab/tree/agent.ipynb?reset" if frontend == "lab" else "/notebooks/agent.ipynb?"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 620, "height": 1000})
         try:
-            panel = _open(page, f"{narrow_lab}/lab/tree/agent.ipynb?reset&token={TOKEN}")
+            panel = _open(page, f"{narrow_lab}{path}&token={TOKEN}")
             for index in (0, 1):
                 _run_and_wait(page, panel, index, index + 1)
             _run_cell(page, panel, 2)
@@ -251,7 +253,7 @@ def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(na
             time.sleep(1.5)
             status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
             assert status == "busy", f"the kernel indicator says {status!r} while the cell still waits"
-            page.screenshot(path=str(ARTIFACTS / "polish-620-approval.png"), full_page=False)
+            page.screenshot(path=str(ARTIFACTS / f"polish-620-{frontend}-approval.png"), full_page=False)
             approve.click()
             expect(output).to_contain_text("approved delete_rows", timeout=30_000)
             _run_and_wait(page, panel, 3, 4)
@@ -260,6 +262,6 @@ def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(na
             expect(timed_out).to_contain_text("— stopped here —")
             expect(timed_out).to_contain_text("1 interrupted")
             timed_out.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "polish-620-timeout.png"), full_page=False)
+            page.screenshot(path=str(ARTIFACTS / f"polish-620-{frontend}-timeout.png"), full_page=False)
         finally:
             browser.close()

@@ -715,3 +715,29 @@ def test_jitter_without_an_rng_leaves_the_global_random_stream_alone() -> None:
     random.seed(11)
     assert len({policy.backoff_for_attempt(2) for _ in range(20)}) > 1  # jittered, from its own stream
     assert random.random() == expected
+
+
+def test_two_event_loops_sharing_a_limiter_never_hang_over_hundreds_of_trials() -> None:
+    """The cross-loop race tried 300 times: two threads' loops contend for a bucket of one (the old code hung)."""
+    limiter = RateLimiter(rate_per_s=5_000, burst=1)
+
+    def worker(done: list[float]) -> None:
+        async def main() -> None:
+            waited = 0.0
+            for _ in range(4):
+                waited += await limiter.acquire()
+            done.append(waited)
+
+        asyncio.run(main())
+
+    queued = 0
+    for trial in range(300):
+        done: list[float] = []
+        threads = [threading.Thread(target=worker, args=(done,), daemon=True) for _ in range(2)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=10)
+        assert len(done) == 2, f"trial {trial}: a loop hung on the shared limiter"
+        queued += sum(w > 0 for w in done)
+    assert queued > 0  # the loops did wait on each other, not just take a full bucket in turn

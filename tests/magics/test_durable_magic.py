@@ -6,20 +6,23 @@ import os
 import re
 import sqlite3
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from tinyagents_nb.harness import ModelRequest
+from tinyagents_nb.harness import ModelRequest, tool
 from tinyagents_nb.harness.durable import ResumePlan, RunStore
-from tinyagents_nb.harness.testkit import FunctionModel
+from tinyagents_nb.harness.events import ApprovalDecided
+from tinyagents_nb.harness.testkit import EventRecorder, FunctionModel
 from tinyagents_nb.magics import get_session
 
 from ..harness.durable import test_durable_resume as kill
 from ..harness.durable.durable_script import answer, charge, lookup
-from .conftest import run_error, run_ok
+from .conftest import last_run, run_error, run_ok
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="SIGKILL")
@@ -184,6 +187,78 @@ def test_a_stopped_run_resumes_when_named_and_is_never_offered_unnamed(
     assert "resumed run run-stopped from step 0" in out
     with RunStore(store_path) as store:
         assert store.get("run-stopped").status == "resumed"  # type: ignore[union-attr]
+
+
+wiped: list[str] = []
+
+
+@tool(requires_approval=True)
+def wipe(table: str) -> str:
+    """Drop a table."""
+    wiped.append(table)
+    return "dropped"
+
+
+def _awaiting_approval(store: RunStore, run_id: str, table: str) -> None:
+    """A run that died while its call of ``wipe`` waited for approval."""
+    store.start_run(run_id, agent=None, model="function", prompt="clean up")
+    store.add_step(run_id, "input", {"messages": [{"role": "user", "text": "clean up"}]})
+    call = {"id": "w0", "name": "wipe", "arguments": {"table": table}}
+    store.add_step(run_id, "model", {"message": {"role": "assistant", "tool_calls": [call]}, "usage": {}, "model": "m"})
+    store.end_run(run_id, "failed")
+
+
+def _approve_after(shell: InteractiveShell, pause_s: float, seen: list[int]) -> None:
+    """A person at the resumed run's card: clicks Approve ``pause_s`` after it shows (``seen``: cards still open)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        run = shell.user_ns.get("_agent")
+        if run is not None and run.stream.pending_approvals():
+            time.sleep(pause_s)
+            seen.append(len(run.stream.pending_approvals()))
+            run.stream.approvals.approve("w0")
+            return
+        time.sleep(0.01)
+
+
+def test_a_resumed_run_follows_the_notebooks_approval_and_token_settings(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    # %agent resume's run is a %%agent cell's run: its card waits for the person unless
+    # AgentMagics.approval_timeout is set (not RunPolicy's 300 s for scripts), and it counts tokens as configured.
+    wiped.clear()
+    store_path = tmp_path / "runs.sqlite"
+    with RunStore(store_path) as store:
+        _awaiting_approval(store, "run-first", "users")
+        _awaiting_approval(store, "run-second", "logs")
+    run_ok(shell, f"%config AgentMagics.store_path = {os.fspath(store_path)!r}")
+    run_ok(shell, "%agent reset")
+    run_ok(shell, '%config AgentMagics.approvals = "ask"')
+    run_ok(shell, '%config AgentMagics.token_counting = "exact"')
+    session = get_session()
+    session.register_model("function", FunctionModel(lambda request: "finished"))
+    session.register_tool(wipe)
+
+    seen: list[int] = []
+    clicker = threading.Thread(target=_approve_after, args=(shell, 0.5, seen))
+    clicker.start()
+    run_ok(shell, "%agent resume first")
+    clicker.join()
+    first = last_run(shell)
+    assert first.harness.policy.approval_timeout_s is None
+    assert first.harness.policy.token_counting == "exact"
+    assert seen == [1]  # still waiting after half a second, then the click ran it
+    assert wiped == ["users"]
+
+    run_ok(shell, "%config AgentMagics.approval_timeout = 0.2")
+    rec = EventRecorder(session.context.events)
+    started = time.monotonic()
+    run_ok(shell, "%agent resume second")  # nobody clicks: the configured bound denies the call
+    assert time.monotonic() - started < 15
+    assert last_run(shell).harness.policy.approval_timeout_s == 0.2
+    (decided,) = rec.of_type(ApprovalDecided)
+    assert (decided.approved, decided.decided_by) == (False, "timeout")
+    assert wiped == ["users"]
 
 
 def test_a_run_that_cannot_resume_is_named_by_its_short_id(shell: InteractiveShell, tmp_path: Path) -> None:

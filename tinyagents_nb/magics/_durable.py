@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tinyagents_nb.harness import (
@@ -22,8 +22,6 @@ from tinyagents_nb.harness import (
     ChatModel,
     Message,
     RunContext,
-    RunLimits,
-    RunPolicy,
     SteeringHandle,
     Tool,
     ToolMessage,
@@ -39,10 +37,10 @@ from tinyagents_nb.harness.durable import (
 )
 from tinyagents_nb.harness.steering import SteeringPolicy
 
-from ._budget import unattended_decision
 from ._display import short_id
 from ._handle import NotebookRun, RunMode
 from ._pricing import run_notes
+from ._run_policy import PolicySettings, notebook_policy
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,13 +67,9 @@ class _Session(Protocol):
     def runs(self) -> list[Any]: ...
 
 
-class _ResumingSession(_Session, Protocol):
+class _ResumingSession(_Session, PolicySettings, Protocol):
     """What ``resumed_run`` reads of a ``NotebookSession`` (a protocol: the session module imports this one)."""
 
-    approvals: str
-    approval_timeout_s: float | None
-    can_answer: Callable[[], bool]
-    max_model_calls: int
     system_prompt: str | None
     context: RunContext[None]
     noted: set[str]
@@ -240,16 +234,12 @@ def resumed_run(
     """
     store = run_store_of(session)
     model = session.resolve_model(stored.model)
-    attended, unattended = unattended_decision(session.approvals, session.can_answer)
+    attended, policy = notebook_policy(session, model)  # the %%agent cell's: its approval timeout, token counting
     harness: AgentHarness[None] = AgentHarness(
         model=model,
         tools=list(tools),
         middleware=[DurableJournal(store, agent=stored.agent, model=stored.model)],
-        policy=RunPolicy(
-            limits=RunLimits(max_model_calls=session.max_model_calls),
-            unattended_approval=unattended or "deny",  # nobody to ask: skipped with a note, as in a script
-            approval_timeout_s=session.approval_timeout_s,
-        ),
+        policy=policy,
         system_prompt=session.system_prompt,
         name=stored.agent,
     )

@@ -27,8 +27,6 @@ from tinyagents_nb.harness import (
     Message,
     RunConfig,
     RunContext,
-    RunLimits,
-    RunPolicy,
     SQLiteStore,
     SteeringHandle,
     ThreadId,
@@ -45,13 +43,14 @@ from tinyagents_nb.harness.steering import SteeringPolicy
 from tinyagents_nb.harness.stores import StoreRegistry
 
 from . import _display, _durable
-from ._budget import notebook_budgets, unattended_decision
+from ._budget import notebook_budgets
 from ._gauge import fallback_window, window_source
 from ._handle import NotebookRun, RunMode
 from ._loop import SessionLoop
 from ._offline import OFFLINE_MODEL, OfflineModel
 from ._pricing import run_notes
 from ._rerun import RERUN
+from ._run_policy import notebook_policy
 from ._servers import SessionServers
 from ._tool_options import ToolOptions
 from ._tracing import SessionTracing
@@ -285,20 +284,12 @@ class NotebookSession:
         chat_model = self.resolve_model(model)
         tools, servers = self.mcp.split(tools)  # an MCP server's name in --tools selects its tools
         selected = self._select_tools(tools)
-        unknown_price: Literal["allow", "refuse"] = "allow" if isinstance(chat_model, OfflineModel) else "refuse"
-        limits = RunLimits(
-            max_model_calls=self.max_model_calls if max_model_calls is None else max_model_calls,
-            unknown_price=unknown_price,
-        )
-        attended, unattended = unattended_decision(self.approvals, self.can_answer)
-        approval_s, counting = self.approval_timeout_s, self.token_counting
+        attended, policy = notebook_policy(self, chat_model, max_model_calls=max_model_calls)
         harness: AgentHarness[None] = AgentHarness(
             model=chat_model,
             tools=[*selected, *extra_tools, *servers],
             middleware=[self._memory, _durable.journal_for(_durable.run_store_of(self), name, self.model_name(model))],
-            policy=RunPolicy(
-                limits=limits, unattended_approval=unattended, approval_timeout_s=approval_s, token_counting=counting
-            ),
+            policy=policy,
             system_prompt=system or self.system_prompt,
             name=name,
         )

@@ -7,9 +7,19 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tinyagents_nb.harness import AgentHarness, AgentStream, ConfigurationError, RunContext, ToolCall, ToolMessage
+from tinyagents_nb.harness import (
+    AgentHarness,
+    AgentStream,
+    ApprovalError,
+    ConfigurationError,
+    RunContext,
+    RunPolicy,
+    ToolCall,
+    ToolMessage,
+)
 from tinyagents_nb.harness.durable import DurableJournal, RunStore, resume_streaming
-from tinyagents_nb.harness.testkit import ScriptedModel
+from tinyagents_nb.harness.events import ApprovalDecided
+from tinyagents_nb.harness.testkit import EventRecorder, ScriptedModel
 
 from .test_resume_plan import _journal, guarded, plain, ran
 
@@ -103,3 +113,26 @@ async def test_refusals_come_before_a_handle_exists(store: RunStore) -> None:
     _journal(store, "run-done", CALLS, started=set(), status="completed")
     with pytest.raises(ConfigurationError, match="completed"):
         resume_streaming(_harness(store), "run-done", store=store)
+
+
+@pytest.mark.parametrize(
+    ("action", "ran_after", "status"),
+    [("deny", [], "completed"), ("approve", ["plain 1"], "completed"), ("fail", [], "failed")],
+)
+async def test_an_unanswered_question_on_resume_follows_the_policys_timeout_and_its_action(
+    store: RunStore, action: str, ran_after: list[str], status: str
+) -> None:
+    # Nobody answers the cut-off call's card: the policy's timeout ends the wait with the policy's action.
+    _journal(store, "run-old", CALLS[:1], started={"a"})
+    policy = RunPolicy(approval_timeout_s=0.2, approval_timeout_action=action)  # type: ignore[arg-type]
+    harness = AgentHarness(model=ScriptedModel(["finished"]), tools=[plain, guarded], policy=policy)
+    stream = resume_streaming(harness, "run-old", store=store)
+    rec = EventRecorder(stream.context.events)
+    with anyio.fail_after(20):
+        run = await stream.wait()
+    assert run.status == status
+    assert ran == ran_after
+    (decided,) = rec.of_type(ApprovalDecided)
+    assert (decided.approved, decided.decided_by) == (action == "approve", "timeout")
+    if action == "fail":
+        assert isinstance(run.error, ApprovalError)

@@ -214,6 +214,7 @@ async def _decide(
         remaining_s=lambda: None,
         on_deadline=_deadline,
         timeout_s=harness.policy.approval_timeout_s,
+        timeout_action=harness.policy.approval_timeout_action,  # as the loop does: a resumed run is a run
         rerun=interrupted,
     )
 
