@@ -16,7 +16,13 @@ cells out), nbclient executes it, and the outputs are stored: nbval compares aga
 - what would change on every build without meaning anything is left out: random cell ids become
   ``cell-01``..., no timings, no widget state. jupytext's own cell metadata stays (``lines_to_next_cell``
   records where the ``.py`` has other blank lines than jupytext would write): without it JupyterLab's
-  jupytext refuses to open a notebook that is newer than its ``.py``, which a build always leaves.
+  jupytext refuses to open a notebook that is newer than its ``.py``, which a build always leaves;
+- rebuilding an unchanged source rewrites the same file (``steady``): the random run, thread and call
+  ids in the outputs are numbered in order of appearance (same shape, so nbval's ``[ids]`` rule still
+  masks them), build-time epoch timestamps are pinned, and this checkout's folder, the build's
+  temporary store folder and its folder digest read as a user's ``~/.cache/tinyagents-nb/runs``;
+  a cell's prints are one stream output however they were split in flight. Measured figures
+  (rows/s, durations) are left as measured.
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import argparse
 import ast
 import asyncio
 import contextlib
+import hashlib
 import os
 import re
 import subprocess
@@ -48,19 +55,85 @@ CELL_TIMEOUT_S = 120
 KERNEL = "python3"
 KERNELSPEC = {"name": KERNEL, "display_name": "Python 3 (ipykernel)", "language": "python"}
 CELL_MARKER = re.compile(r"^# %%( |$)")
+ROOT = HERE.parent
+RUN_ID = re.compile(r"\b(run|thr|call|evt|sess|cell)-([0-9a-f]{12})-([0-9a-f]{6})-([0-9a-f]{8})\b")
+"""A harness id: ``prefix-<time>-<counter>-<random>`` (nbval_sanitize.cfg's ``[ids]`` rule masks the same)."""
+EPOCH = re.compile(r"(?<![\d.])1\.\d{6}e\+09\b")
+"""Seconds since 1970 as pandas shows a float column of them (``1.795719e+09``): the build's clock."""
+USER_STORE_DIR = "~/.cache/tinyagents-nb/runs"
 
 
 class SourceError(Exception):
     """A notebook source that cannot become a notebook: a code cell does not compile."""
 
 
-def kernel_env() -> dict[str, str]:
-    """This process's environment for the kernel: no provider keys and no execution-mode override."""
-    return {
+def kernel_env(store_dir: str | None = None) -> dict[str, str]:
+    """This process's environment for the kernel: no provider keys and no execution-mode override.
+
+    ``store_dir``: where the sessions' default stores go (a build must not write the user's cache).
+    """
+    env = {
         name: value
         for name, value in os.environ.items()
         if not name.endswith("_API_KEY") and name != "TINYAGENTS_NB_BLOCKING"
     }
+    if store_dir is not None:
+        env["TINYAGENTS_NB_STORE_DIR"] = store_dir
+    return env
+
+
+def _strings(value: Any, change: Any) -> Any:
+    """``value`` with ``change`` applied to every string in it (lists and dicts walked, keys kept)."""
+    if isinstance(value, str):
+        return change(value)
+    if isinstance(value, list):
+        return [_strings(item, change) for item in value]
+    if isinstance(value, dict):
+        return type(value)((key, _strings(item, change)) for key, item in value.items())
+    return value
+
+
+def steady(nb: Any, *, folder: Path, store_dir: str) -> None:
+    """Make ``nb``'s outputs the same on every build of the same source (see the module's docstring).
+
+    Args:
+        nb: The executed notebook; its cells' outputs are rewritten in place.
+        folder: The folder the kernel ran in (its default store file's name carries a digest of it).
+        store_dir: The temporary folder the kernel's default stores went to.
+    """
+    ids: dict[str, str] = {}
+    tails: dict[str, str] = {}
+
+    def number(match: re.Match[str]) -> str:
+        prefix, _, counter, tail = match.groups()
+        if match.group(0) not in ids:
+            n = len(ids) + 1
+            fresh = hashlib.sha256(f"{folder.name}/{n}".encode()).hexdigest()[:8]
+            ids[match.group(0)] = f"{prefix}-{0x01A2_0000_0000 + n:012x}-{counter}-{fresh}"
+            tails[tail] = fresh  # a run is also named by the last 8 characters of its id
+        return ids[match.group(0)]
+
+    digest = hashlib.sha256(os.fspath(folder.resolve()).encode()).hexdigest()[:12]
+    places = [
+        (store_dir.rstrip("/"), USER_STORE_DIR),
+        (f"{folder.name}-{digest}", f"{folder.name}-{hashlib.sha256(folder.name.encode()).hexdigest()[:12]}"),
+        (f"{ROOT}/", ""),  # this checkout's folder: paths read relative to the repository
+    ]
+
+    def change(text: str) -> str:
+        text = RUN_ID.sub(number, text)
+        for old, new in places:
+            text = text.replace(old, new)
+        return EPOCH.sub("1.795000e+09", text)
+
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            cell.outputs = _strings(cell.outputs, change)
+    if tails:
+        short = re.compile(r"\b(" + "|".join(map(re.escape, tails)) + r")\b")
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = _strings(cell.outputs, lambda text: short.sub(lambda m: tails[m.group(0)], text))
 
 
 def read(path: Path) -> Any:
@@ -114,12 +187,17 @@ async def _execute(path: Path, nb: Any, slots: asyncio.Semaphore) -> bool:
             resources={"metadata": {"path": str(path.parent)}},
             record_timing=False,
             store_widget_state=False,
+            coalesce_streams=True,  # how a cell's prints split into messages depends on timing
         )
-        try:
-            await client.async_execute(env=kernel_env())
-        except CellExecutionError as error:
-            print(f"{name} not built: a cell raised (tag it raises-exception if it should)\n{error}", file=sys.stderr)
-            return False
+        with tempfile.TemporaryDirectory(prefix="tinyagents-build-stores-") as stores:
+            try:
+                await client.async_execute(env=kernel_env(stores))
+            except CellExecutionError as error:
+                print(
+                    f"{name} not built: a cell raised (tag it raises-exception if it should)\n{error}", file=sys.stderr
+                )
+                return False
+            steady(nb, folder=path.parent, store_dir=stores)
         jupytext.write(nb, path.with_suffix(".ipynb"), fmt="ipynb")
         print(f"{name}: {len(nb.cells)} cells, {time.perf_counter() - started:.1f} s")
         return True

@@ -153,3 +153,13 @@ def test_the_sanitizer_masks_what_varies() -> None:
     assert sanitize(line) == "thread <ID> · <ID> cost $COST in <DURATION>"
     assert sanitize("at 2026-11-21T23:49:01.123+00:00") == "at <TIMESTAMP>"
     assert sanitize("completed · 103 tokens") == "completed · 103 tokens"  # counts are compared as they are
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.stem)
+def test_every_saved_run_is_a_record_not_a_live_widget(path: Path) -> None:
+    """A notebook opened without a kernel (GitHub, nbviewer) shows records, never "Error displaying widget"."""
+    for index, cell in enumerate(_code_cells(_load(path))):
+        for output in cell["outputs"]:
+            data = output.get("data", {})
+            assert WIDGET not in data, f"{path.name}: cell {index} saved a live dashboard instead of its record"
+            assert ": running>" not in "".join(data.get("text/plain", "")), f"{path.name}: cell {index}"

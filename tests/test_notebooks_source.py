@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import hashlib
 import json
 import os
 import re
@@ -182,3 +183,77 @@ def test_the_build_executes_sources_offline_into_stable_notebooks_and_names_a_fa
     assert "".join(nb["cells"][2]["outputs"][0]["data"]["text/plain"]) == "'no key'"  # executed, and offline
     assert "widgets" not in nb["metadata"]
     assert _drift(source, source.with_suffix(".ipynb")) is None
+
+
+def _build_module() -> Any:
+    """``notebooks/_build.py``, a script rather than a package module, loaded from its file."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("notebooks_build", BUILD)
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_rebuild_of_the_same_outputs_writes_the_same_file(tmp_path: Path) -> None:
+    """Two builds differ only in random ids, the build's clock and where it ran: ``steady`` makes the
+    files equal, keeps distinct ids distinct and the same id the same, and nbval's id rule still masks them."""
+    import configparser
+
+    import nbformat
+
+    build = _build_module()
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+
+    def executed(run: str, thread: str, stores: str, when: str) -> Any:
+        digest = hashlib.sha256(os.fspath(folder.resolve()).encode()).hexdigest()[:12]
+        lines = [
+            f"session reset: new thread {thread}\n",
+            f"store_path takes effect at the next %agent reset (now: {stores}/notebooks-{digest}.sqlite)\n",
+            f"run {run[-8:]} ({run}) on {thread}; again {run}\n",
+            f"MCP server geo (stdio: {build.ROOT}/.venv/bin/python mcp_geo_server.py)\n",
+        ]
+        frame = {"text/html": f"<td>{run}-evt-3</td><td>{when}</td>", "text/plain": f"0  {when}"}
+        return nbformat.v4.new_notebook(
+            cells=[
+                nbformat.v4.new_code_cell(
+                    "x",
+                    outputs=[
+                        nbformat.v4.new_output("stream", name="stdout", text="".join(lines)),
+                        nbformat.v4.new_output("execute_result", data=frame, execution_count=1),
+                    ],
+                )
+            ]
+        )
+
+    first = executed(
+        "run-01a218e82fb7-000005-6af3e005", "thr-01a218e82ef1-000004-7e166b6f", "/tmp/build-a", "1.795714e+09"
+    )
+    second = executed(
+        "run-01a2193420c0-000005-1d79e790", "thr-01a219342096-000004-31cf150f", "/tmp/build-b", "1.795719e+09"
+    )
+    build.steady(first, folder=folder, store_dir="/tmp/build-a")
+    build.steady(second, folder=folder, store_dir="/tmp/build-b/")
+    assert json.dumps(first.cells[0].outputs) == json.dumps(second.cells[0].outputs)
+
+    text = first.cells[0].outputs[0].text
+    thread, run = build.RUN_ID.findall(text)[:2]  # in order of appearance
+    assert run[0] == "run"
+    assert thread[0] == "thr"
+    assert run[3] != thread[3]
+    assert text.count("-".join(run)) == 2
+    assert f"run {run[3]} (" in text
+    assert "6af3e005" not in text
+    assert "/tmp/build-a" not in text
+    assert str(build.ROOT) not in text
+    assert "~/.cache/tinyagents-nb/runs/notebooks-" in text
+    assert "(stdio: .venv/bin/python mcp_geo_server.py)" in text
+    assert "1.795714e+09" not in json.dumps(first.cells[0].outputs)
+
+    rules = configparser.ConfigParser()
+    rules.read(NOTEBOOKS / "nbval_sanitize.cfg")
+    masked = re.sub(rules["ids"]["regex"], rules["ids"]["replace"], text)
+    assert not build.RUN_ID.search(masked)  # every id the build wrote is still one nbval masks

@@ -232,15 +232,19 @@ def narrow_lab(server: tuple[str, Path]) -> Notebook:
     return fresh_notebook(*server, NARROW_CELLS)
 
 
-def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(narrow_lab: Notebook) -> None:
+@pytest.mark.parametrize("frontend", ["lab", "notebook"])
+def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(
+    narrow_lab: Notebook, frontend: str
+) -> None:
     from playwright.sync_api import expect, sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
+    path = f"/lab/tree/{narrow_lab.name}?reset" if frontend == "lab" else f"/notebooks/{narrow_lab.name}?"
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         page = browser.new_page(viewport={"width": 620, "height": 1000})
         try:
-            panel = _open(page, f"{narrow_lab.base}/lab/tree/{narrow_lab.name}?reset&token={TOKEN}")
+            panel = _open(page, f"{narrow_lab.base}{path}&token={TOKEN}")
             for index in (0, 1):
                 _run_and_wait(page, panel, index, index + 1)
             _run_cell(page, panel, 2)
@@ -257,7 +261,7 @@ def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(na
             time.sleep(1.5)
             status = page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.session.kernel.status")
             assert status == "busy", f"the kernel indicator says {status!r} while the cell still waits"
-            page.screenshot(path=str(ARTIFACTS / "polish-620-approval.png"), full_page=False)
+            page.screenshot(path=str(ARTIFACTS / f"polish-620-{frontend}-approval.png"), full_page=False)
             approve.click()
             expect(output).to_contain_text("approved delete_rows", timeout=30_000)
             _run_and_wait(page, panel, 3, 4)
@@ -266,6 +270,6 @@ def test_at_620_px_approval_buttons_keep_their_labels_and_a_timeout_is_marked(na
             expect(timed_out).to_contain_text("— stopped here —")
             expect(timed_out).to_contain_text("1 interrupted")
             timed_out.scroll_into_view_if_needed()
-            page.screenshot(path=str(ARTIFACTS / "polish-620-timeout.png"), full_page=False)
+            page.screenshot(path=str(ARTIFACTS / f"polish-620-{frontend}-timeout.png"), full_page=False)
         finally:
             browser.close()

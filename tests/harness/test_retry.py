@@ -707,6 +707,16 @@ def test_one_rate_limiter_serves_two_event_loops_at_once() -> None:
         assert time.monotonic() - started >= 7 / 40 - 0.02  # 8 calls through one bucket of 1 at 40/s
 
 
+def test_jitter_without_an_rng_leaves_the_global_random_stream_alone() -> None:
+    """A notebook's ``random.seed(...)`` sequence (and Hypothesis's check of it) is not disturbed by a backoff."""
+    policy = RetryPolicy(max_attempts=3, jitter=0.5)
+    random.seed(11)
+    expected = random.random()
+    random.seed(11)
+    assert len({policy.backoff_for_attempt(2) for _ in range(20)}) > 1  # jittered, from its own stream
+    assert random.random() == expected
+
+
 def test_two_event_loops_sharing_a_limiter_never_hang_over_hundreds_of_trials() -> None:
     """The cross-loop race tried 300 times: two threads' loops contend for a bucket of one (the old code hung)."""
     limiter = RateLimiter(rate_per_s=5_000, burst=1)

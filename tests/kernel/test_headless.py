@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,17 @@ def test_a_headless_record_says_what_was_decided_and_keeps_code_steps(tmp_path: 
     gated, rlm = ([out for out in cell.outputs if "text/markdown" in out.get("data", {})] for cell in nb.cells[2:4])
     plain = gated[-1]["data"]["text/plain"]
     assert "✗ denied wipe (unattended: nobody can answer" in plain  # nobody could click: denied, and said so
+    # the run's details are in the saved file, collapsed, and survive an HTML export without a kernel
+    assert re.search(r"<details><summary>details: 1 tool call\b(?!s)", gated[-1]["data"]["text/markdown"])
+    html = subprocess.run(
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--stdout", str(path)],
+        env=env, check=True, capture_output=True, text=True, timeout=120,
+    ).stdout.split("<body", 1)[1]  # fmt: skip
+    details = html[html.index("<details>") : html.index("</details>")]
+    assert re.search(r"<summary>details: 1 tool call\b(?!s)", details)  # (one, not "1 tool calls")
+    assert "wipe" in details
+    assert "logs" in details  # the call's arguments
+    assert "denied" in details
     plain = rlm[-1]["data"]["text/plain"]
     assert "step 1 (ok)\n```python\nprint(6 * 7)\n```\n  → 42" in plain  # the code, its output right after
     assert "answer: 42" in plain

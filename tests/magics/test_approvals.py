@@ -141,10 +141,12 @@ def test_per_run_and_session_dollar_caps(
     run_ok(shell, "%agent budget")
     out = capsys.readouterr().out
     assert "session spend: $2.000000" in out
-    assert "session cap: $2 ($0.000000 left)" in out
+    assert "session cap: $2.000000 ($0.000000 left)" in out
     assert "per run: none" in out
     run_ok(shell, "%config AgentMagics.max_cost_usd = 0.25")
     assert session.max_cost_usd == 0.25
+    run_ok(shell, "%agent budget")
+    assert "per run: $0.250000" in capsys.readouterr().out  # one money format everywhere
     assert isinstance(run_error(shell, "%agent budget 5"), UsageError)
 
 
@@ -236,13 +238,13 @@ def test_the_record_names_the_limit_that_refused_a_request(shell: InteractiveShe
     run_ok(shell, "%%agent --model pricey\ntwo")  # $1 spent: refused before it is sent
     record = last_run(shell)._repr_mimebundle_()
     plain = record["text/plain"].splitlines()
-    assert plain[1] == "⛔ limit reached: cost budget of $1 (cost_usd)"  # which limit; the next line says why
+    assert plain[1] == "⛔ limit reached: cost budget of $1.000000 (cost_usd)"  # which limit; the next line says why
     assert plain[2].startswith(
         "run failed: BudgetExceeded: limit exceeded: all runs of this session together spent $1.000000 of $1.000000"
     )
     assert "%config AgentMagics.session_max_cost_usd = 2" in plain[2]  # how to raise it
     assert (
-        "⛔ limit reached: cost budget of <code>\\$1</code> (cost\\_usd)" in record["text/markdown"]
+        "⛔ limit reached: cost budget of <code>\\$1\\.000000</code> (cost\\_usd)" in record["text/markdown"]
     )  # code, never math
 
 

@@ -167,3 +167,28 @@ def test_a_refusal_suggests_a_cap_that_would_let_the_request_through(
     suggested = Decimal(error.split("%config AgentMagics.max_cost_usd = ")[1].split()[0])
     assert asked > Decimal("0.01")  # the request alone is far above the old fixed suggestion
     assert suggested >= asked  # raising the cap to what it says lets this request through
+
+
+async def test_an_rlm_run_the_cap_stops_mid_run_shows_its_partial_answer_in_the_record(
+    shell: InteractiveShell, session: NotebookSession
+) -> None:
+    session.context.costs.register_price("acme:root", PRICE)
+    big = Usage(input_tokens=3_000, output_tokens=10)  # $3.01 a call: the second request will not fit under $4
+    replies = ["answer['content'] = 'about <i>40</i>'", "print('still counting')", "FINAL('unreachable')"]
+    root = Acme([ScriptedModel.text(f"```python\n{code}\n```", usage=big) for code in replies], model_name="root")
+    session.register_model("root", root)
+    run_ok(shell, '%config AgentMagics.notebook_access = "off"')
+    run_ok(shell, "%config AgentMagics.max_cost_usd = 4")
+    run_ok(shell, "%%agent --rlm local --model root --wait\nCount.")
+    run = last_run(shell)
+    assert run.status == "failed"
+    assert run.outcome is not None
+    assert isinstance(run.outcome.error, BudgetExceeded)
+    assert root.calls == 1  # stopped mid-run: the next request (priced from the first) would go over
+    record = run._repr_mimebundle_()
+    plain = record["text/plain"].splitlines()
+    assert any(line.startswith("run failed: BudgetExceeded") for line in plain)
+    assert "partial answer: about <i>40</i>" in plain
+    shown = record["text/markdown"].split("**partial answer:**")[1]
+    assert "about" in shown
+    assert "<i>" not in shown  # the model's text stays inert in the record

@@ -32,6 +32,20 @@ async def test_hostile_code_and_output_render_inert(shell: InteractiveShell) -> 
     assert "<script>alert(1)</script>" in shown["text/plain"]  # plain text is inert by nature
 
 
+async def test_the_models_prose_is_shown_with_its_step_and_inert(shell: InteractiveShell) -> None:
+    reply = f"I will **count** {HOSTILE}\n```python\nn = 2\n```\nNext: *print* it."
+    model = ScriptedModel([ScriptedModel.text(reply), fenced("FINAL(n)")])
+    rlm = RLM(model=model, environment="local")
+    shown = bundle(shell, rlm.trajectory(await rlm.invoke("Go.")))
+    markdown, plain = shown["text/markdown"], shown["text/plain"]
+    assert live_html(markdown) == []
+    assert "alert(1)" in markdown
+    assert "**count**" not in markdown  # the model's Markdown is shown as its characters, not rendered
+    assert markdown.index("I will") < markdown.index("n = 2") < markdown.index("Next:")
+    assert f"I will **count** {HOSTILE}" in plain
+    assert "Next: *print* it." in plain
+
+
 async def test_a_terminal_escape_never_reaches_either_view(shell: InteractiveShell) -> None:
     model = ScriptedModel([fenced("print('\\x1b]52;c;aGk=\\x07owned')"), fenced("FINAL('done')")])
     rlm = RLM(model=model, environment="local")

@@ -58,3 +58,35 @@ async def test_a_100_prompt_llm_batch_stays_within_a_token_cap() -> None:
     assert ctx.usage.total().total_tokens <= 600 + overshoot
     assert ctx.usage.total().total_tokens > 400  # the cap was used, not refused wholesale
     assert ctx.usage.holds.tokens(ctx.run_id) == 0
+
+
+async def test_rlm_query_children_spend_from_the_trees_token_cap() -> None:
+    estimator = TokenEstimator.for_model("root")
+    children = 0
+
+    async def reply(request: ModelRequest) -> ModelResponse:
+        nonlocal children
+        task = next(m.text for m in request.messages if m.role == "user")
+        code = "r = rlm_query_batched([f'CHILD {i}' for i in range(20)], list(range(20)))"
+        if "CHILD" in task:
+            children += 1
+            await anyio.sleep(0.002)
+            code = "answer.update(content=str(context), ready=True)"
+        usage = Usage(input_tokens=estimator.estimate(request.messages), output_tokens=4)
+        return ModelResponse(message=AssistantMessage(text=f"```python\n{code}\n```"), usage=usage)
+
+    ctx = RunContext()
+    rec = EventRecorder(ctx.events)
+    rlm = RLM(
+        model=FunctionModel(reply, model_name="root"),
+        environment=LocalEnvironment(),
+        limits=RLMLimits(max_concurrency=8),
+        policy=RunPolicy(limits=RunLimits(max_total_tokens=6_000), max_output_tokens=8),
+    )
+    with pytest.raises(BudgetExceeded):  # the children spent the tree's cap: the root's next request is refused
+        await rlm.invoke_in_context(ctx, "ROOT: fan out")
+    assert 1 < children < 20  # some children ran, the rest were refused before their first request
+    done = [e for e in rec.events if isinstance(e, BudgetReconciled)]
+    overshoot = sum(max(e.tokens - e.reserved_tokens, 0) for e in done)
+    assert ctx.usage.total().total_tokens <= 6_000 + overshoot
+    assert ctx.usage.holds.tokens(ctx.run_id) == 0

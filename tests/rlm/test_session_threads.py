@@ -71,3 +71,21 @@ async def test_closing_a_session_stops_its_repl_now_or_when_its_run_ends() -> No
         gate.set()
     assert result == ["2"]
     assert busy.closed
+
+
+async def test_an_idle_session_closes_itself_and_a_used_one_stays_open() -> None:
+    model = ScriptedModel([fenced("x = 41\nFINAL(x)"), fenced("FINAL(x + 1)"), fenced("FINAL(0)")])
+    rlm = RLM(model=model, environment="local")
+    session = RLMSession("local", idle_timeout_s=0.6)
+    await rlm.invoke("First.", session=session)
+    await anyio.sleep(0.2)
+    second = await rlm.invoke("Second.", session=session)  # within the timeout: the REPL was kept
+    assert second.final_text == "42"
+    with anyio.fail_after(10):
+        while not session.closed:  # noqa: ASYNC110  (a timer thread closes it: no event to await)
+            await anyio.sleep(0.05)
+    assert "closed" in repr(session)
+    with pytest.raises(RLMError, match=r"closed after 0.6 s without a run \(idle_timeout_s\)"):
+        await rlm.invoke("Third.", session=session)
+    with pytest.raises(RLMError, match="idle_timeout_s must be"):
+        RLMSession("local", idle_timeout_s=0)

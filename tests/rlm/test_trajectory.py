@@ -172,3 +172,32 @@ async def test_the_recorder_stops_listening_when_the_run_ends() -> None:
         await failing.invoke_in_context(ctx, "Loop.")
     assert len(ctx.events._listeners) == listening  # a failed one: after its partial answer
     assert ctx.events.listener_errors == 0
+
+
+async def test_the_models_prose_around_its_code_is_kept_and_a_version_1_file_still_loads(tmp_path: Path) -> None:
+    reply = (
+        "First I count the rows.\n```python\nrows = 3\n```\nThen I print them.\n"
+        "```bash\nls  # not runnable: it stays in the prose\n```\n```python\nprint(rows)\n```\nDone for now."
+    )
+    model = ScriptedModel([ScriptedModel.text(reply), fenced("FINAL(rows)")])
+    rlm = RLM(model=model, environment="local")
+    run = await rlm.invoke("Count.")
+    first, second, third = rlm.trajectory(run).root.steps
+    assert (first.prose, first.prose_after) == ("First I count the rows.", "")
+    assert second.prose == "Then I print them.\n```bash\nls  # not runnable: it stays in the prose\n```"
+    assert second.prose_after == "Done for now."
+    assert (third.prose, third.prose_after) == ("Working.", "")
+    path = tmp_path / "t.jsonl"
+    rlm.trajectory(run).save(path)
+    assert Trajectory.load(path).root.steps[1].prose_after == "Done for now."
+    # a version 1 file (no prose) is read, its steps without prose
+    lines = path.read_text(encoding="utf-8").splitlines()
+    header = json.loads(lines[0]) | {"version": 1}
+    root = json.loads(lines[1])
+    for step in root["steps"]:
+        del step["prose"], step["prose_after"]
+    old = tmp_path / "v1.jsonl"
+    old.write_text("\n".join([json.dumps(header), json.dumps(root), *lines[2:]]) + "\n", encoding="utf-8")
+    steps = Trajectory.load(old).root.steps
+    assert [s.code for s in steps] == ["rows = 3", "print(rows)", "FINAL(rows)"]
+    assert {s.prose for s in steps} == {""}

@@ -249,7 +249,7 @@ def _unknown_allowed(budget: TreeBudget, model: str) -> bool:
     if budget.unknown_price == "warn" and model not in budget._warned:
         budget._warned.add(model)
         warnings.warn(
-            f"no price is known for model {model!r}: its calls count as $0 against a ${budget.max_cost_usd} budget",
+            f"no price is known for model {model!r}: its calls count as $0 against a ${budget.max_cost_usd:,.6f} budget",
             CostUnknownWarning,
             stacklevel=2,
         )

@@ -38,6 +38,7 @@ _TRANSIENT_HTTP: Final = frozenset(
 )
 # Transport errors that are our own fault (bad URL scheme, malformed request): retrying cannot help.
 _PERMANENT_HTTP: Final = frozenset({"UnsupportedProtocol", "LocalProtocolError", "InvalidURL"})
+_JITTER: Final = random.Random()  # never the global stream: a notebook's random.seed() sequence stays its own
 
 
 def _check_number(name: str, value: object, *, minimum: float = 0.0, maximum: float | None = None) -> None:
@@ -167,7 +168,7 @@ class RetryPolicy:
         except OverflowError:
             delay = self.max_backoff_s
         if self.jitter and delay > 0:
-            spread = (rng or random).uniform(-self.jitter, self.jitter)
+            spread = (rng or _JITTER).uniform(-self.jitter, self.jitter)
             delay = min(max(delay * (1.0 + spread), 0.0), self.max_backoff_s)
         return delay
 

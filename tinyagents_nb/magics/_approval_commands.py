@@ -88,13 +88,13 @@ def _budget(host: CommandHost, session: NotebookSession, args: list[str]) -> Non
             "and %config AgentMagics.session_max_cost_usd = 5"
         )
     spent = session.context.costs.total()
-    run_cap = "none" if session.max_cost_usd is None else f"${session.max_cost_usd:g}"
+    run_cap = "none" if session.max_cost_usd is None else f"${session.max_cost_usd:,.6f}"
     lines = [f"per run: {run_cap}", f"session spend: {usd_text(spent.total_usd)}"]
     if spent.unpriced_calls:
-        lines[-1] += f" ({spent.unpriced_calls} unpriced call(s), priced part ${spent.known_usd:.6f})"
+        lines[-1] += f" ({spent.unpriced_calls} unpriced call(s), priced part ${spent.known_usd:,.6f})"
     if session.session_max_cost_usd is not None:
         left = max(session.session_max_cost_usd - float(spent.known_usd), 0.0)
-        lines.append(f"session cap: ${session.session_max_cost_usd:g} (${left:.6f} left)")
+        lines.append(f"session cap: ${session.session_max_cost_usd:,.6f} (${left:,.6f} left)")
     else:
         lines.append("session cap: none")
     lines.append(f"approvals: {session.approvals}")

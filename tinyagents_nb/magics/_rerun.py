@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from ._busy import busy_while_waiting
 from ._handle import NotebookRun
 
 __all__ = ["RERUN", "RerunWatch"]
@@ -52,8 +53,6 @@ class RerunWatch:
         self._lock = threading.Lock()
         self._waiting: dict[str, NotebookRun] = {}
         self._stopped = stopped
-        self._parent: Any = None
-        """The waiting cell's request (ipykernel 7.x): the parent of the "busy" said again after a click."""
         self.hook_failure: str | None = None
         """Why an ipykernel 7.x kernel's messages could not be watched (re-runs then wait instead)."""
 
@@ -64,13 +63,15 @@ class RerunWatch:
             yield
             return
         kernel = getattr(shell, "kernel", None)
+        parent = None
         if kernel is not None:
             self._hook_receiving(kernel)
-            self._parent = kernel.get_parent() if hasattr(kernel, "get_parent") else None
+            parent = kernel.get_parent() if hasattr(kernel, "get_parent") else None
         with self._lock:
             self._waiting[cell_id] = run
         try:
-            yield
+            with busy_while_waiting(kernel, parent):
+                yield
         finally:
             with self._lock:
                 if self._waiting.get(cell_id) is run:
@@ -110,21 +111,9 @@ class RerunWatch:
         session = kernel.session
 
         async def received(subshell_id: str | None, msg: list[Any]) -> None:
-            if not self._waiting:
-                await shell_main(subshell_id, msg)
-                return
-            kind = self._look(session, msg)
+            if self._waiting:
+                self._look(session, msg)
             await shell_main(subshell_id, msg)
-            parent = self._parent
-            if kind != "execute_request" and parent is not None and self._waiting:
-                # a click was handled with its own busy/idle pair: the indicator would read "Idle"
-                # while the cell still waits, so say again that the kernel is busy with that cell
-                try:
-                    session.send(
-                        kernel.iopub_socket, "status", {"execution_state": "busy"}, parent=parent, ident=b"status"
-                    )
-                except Exception:  # cosmetic: never let it cost the kernel a message
-                    pass
 
         try:
             setter(received)

@@ -174,9 +174,15 @@ def _step(
     state = "ok" if step.error_type is None else step.error_type
     head = f"step {number} ({state}, {step.duration_s:.2f} s)"
     writer.line(f"**{prose(head)}**", head, depth)
+    if step.prose:  # the model's own words around its code: untrusted, shown as text
+        said = _cut(step.prose, _OUTPUT)
+        writer.line(prose(said), said, depth)
     writer.code(step.code, "python", depth)
     output = _cut(step.output, _OUTPUT) or "(no output)"
     writer.code(output, "text", depth, label="→ ")
+    if step.prose_after:
+        said = _cut(step.prose_after, _OUTPUT)
+        writer.line(prose(said), said, depth)
     children = [by_id[run_id] for run_id in step.sub_calls if run_id in by_id]
     if children:
         _sub_calls(trajectory, children, writer, prose, depth)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["ReplyPart", "extract_code_blocks", "final_from_text", "reply_parts"]
+__all__ = ["PROSE_LIMIT", "ReplyPart", "extract_code_blocks", "final_from_text", "reply_parts", "split_reply"]
 
 _FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<tag>[\w+-]*)[^\n]*\n", re.MULTILINE)
 _RUNNABLE = frozenset({"", "python", "py", "python3", "repl"})
@@ -57,6 +57,32 @@ def reply_parts(text: str) -> list[ReplyPart]:
     if prose_from < len(text):
         parts.append(ReplyPart(text[prose_from:]))
     return parts
+
+
+PROSE_LIMIT = 4_000
+"""What a trajectory keeps of the prose around one block (a reply's prose is the model's own, and short)."""
+
+
+def split_reply(text: str) -> tuple[list[str], list[str]]:
+    """``(blocks, prose)``: the runnable blocks, and the prose before each and after the last (one more).
+
+    Each prose piece is stripped and cut to ``PROSE_LIMIT`` characters (the cut is marked).
+    """
+    blocks: list[str] = []
+    prose = [""]
+    for part in reply_parts(text):
+        if part.index is None:
+            prose[-1] += part.text
+        else:
+            blocks.append(part.text)
+            prose.append("")
+    return blocks, [_bounded(piece.strip()) for piece in prose]
+
+
+def _bounded(text: str) -> str:
+    if len(text) <= PROSE_LIMIT:
+        return text
+    return text[:PROSE_LIMIT] + f"\n[… {len(text) - PROSE_LIMIT:,} more characters]"
 
 
 def extract_code_blocks(text: str) -> list[str]:

@@ -35,6 +35,7 @@ __all__ = ["BridgeServer", "SubQueries"]
 _BUFFER = 1 << 16  # what the stream reads ahead of a line: small, so a peer cannot make it grow
 _HELLO_LIMIT = 256  # {"token": "<64 hex>"} and a newline
 _HELLO_TIMEOUT_S = 10.0
+DRAIN_GRACE_S = 10.0  # a stopped child run ends within its environment's interrupt grace; this bounds the wait
 REQUEST_LIMIT = 64 << 20  # one request line: a prompt may carry a large chunk of the context, never more than this
 
 
@@ -87,6 +88,24 @@ class SubQueries:
         self.ops: dict[str, Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]] = {}
         """More requests the REPL may make (``"rlm"``: child RLM runs), by ``op``."""
         self._semaphore = anyio.Semaphore(limits.max_concurrency)
+        self._inflight: set[asyncio.Task[Any]] = set()
+
+    async def drain(self, grace_s: float = DRAIN_GRACE_S) -> None:
+        """Wait for the requests still in flight (their child runs), cancelling what is left after ``grace_s``.
+
+        A block stopped while it waited for ``llm``/``rlm_query`` leaves those requests running on the
+        loop; their runs end on the shared Stop, and the parent waits for that, so a stopped tree
+        has ended (its events emitted, its REPLs released) before the parent's run returns.
+        """
+        mine = asyncio.current_task()
+        pending = {t for t in self._inflight if t is not mine and not t.done()}
+        if not pending:
+            return
+        _, pending = await asyncio.wait(pending, timeout=grace_s)
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending, timeout=grace_s)
 
     async def batch(self, prompts: Sequence[str]) -> list[str]:
         """Answer ``prompts`` as child runs, at most ``max_concurrency`` at once; raises the first failure."""
@@ -128,6 +147,16 @@ class SubQueries:
 
     async def handle(self, payload: Any) -> dict[str, Any]:
         """One request from the REPL; every failure is a reply (the REPL raises it), never an exception here."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._inflight.add(task)
+        try:
+            return await self._handle(payload)
+        finally:
+            if task is not None:
+                self._inflight.discard(task)
+
+    async def _handle(self, payload: Any) -> dict[str, Any]:
         try:
             op = payload.get("op") if isinstance(payload, dict) else None
             if op == "llm":

@@ -43,7 +43,7 @@ from tinyagents_nb.harness import (
 from tinyagents_nb.harness.events import LimitReached
 from tinyagents_nb.harness.models import ModelStreamItem, StreamFinish
 
-from ._blocks import extract_code_blocks, final_from_text
+from ._blocks import final_from_text, split_reply
 from ._bridge import SubQueries
 from ._config import RLMLimits
 from ._events import RLMCode, RLMOutput, RLMStarted
@@ -161,11 +161,12 @@ class REPLDialect:
     def _read(self, response: ModelResponse) -> ModelResponse:
         """Turn the reply's code blocks into one ``repl`` call (or a nudge, or a prose ``FINAL``)."""
         state, message = self.state, response.message
-        blocks = extract_code_blocks(message.text)
+        blocks, prose = split_reply(message.text)
         if blocks:
             state.iterations += 1
             state.nudges_used = 0
-            call = ToolCall(id=f"rlm-{state.iterations}", name=REPL_TOOL, arguments={"blocks": blocks})
+            arguments = {"blocks": blocks, "prose": prose}
+            call = ToolCall(id=f"rlm-{state.iterations}", name=REPL_TOOL, arguments=arguments)
             return replace(response, message=replace(message, tool_calls=(call,)))
         answer = final_from_text(message.text)
         if answer is not None:  # through the tool too, so streamed and whole replies end the same way
@@ -248,6 +249,8 @@ class REPLTool:
             return ToolResult.error(_NOT_RUN_ON_RESUME)
         limits, env = state.limits, state.environment
         iteration, call_id = state.iterations, f"rlm-{state.iterations}"
+        prose = arguments.get("prose")
+        prose = prose if isinstance(prose, list) and len(prose) == len(blocks) + 1 else [""] * (len(blocks) + 1)
         outputs: list[str] = []
         failed = False
 
@@ -260,8 +263,19 @@ class REPLTool:
             if state.approve is not None and not await state.approve(ctx, str(code)):
                 outputs.append(f"{label}[not approved: the block did not run]")
                 continue
-            ctx.emit(RLMCode, call_id=call_id, iteration=iteration, index=index, code=code, environment=env.name)
+            ctx.emit(
+                RLMCode,
+                call_id=call_id,
+                iteration=iteration,
+                index=index,
+                code=code,
+                environment=env.name,
+                prose=str(prose[index]),
+                prose_after=str(prose[-1]) if index == len(blocks) - 1 else "",
+            )
             result = await env.execute(str(code), timeout_s=limits.block_timeout_s, should_stop=should_stop)
+            if result.stopped is not None:  # what the block was waiting for ends before the run goes on
+                await queries.drain()
             shown, truncated = truncate(result.output, limits.max_output_chars)
             ctx.emit(
                 RLMOutput,
@@ -364,6 +378,8 @@ class RLMMiddleware(Middleware):
         await self._end()
 
     async def _end(self) -> None:
+        if self.state.queries is not None:
+            await self.state.queries.drain()
         if self.state.started:
             self.state.started = False
             await self.state.environment.end_run()

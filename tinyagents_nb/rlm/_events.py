@@ -32,7 +32,11 @@ class RLMStarted(AgentEvent):
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RLMCode(AgentEvent):
-    """A code block about to run: ``iteration`` counts the model's replies, ``index`` the block in it."""
+    """A code block about to run: ``iteration`` counts the model's replies, ``index`` the block in it.
+
+    ``prose`` is the reply's text before the block (after the previous one), ``prose_after`` the
+    text after a reply's last block; each stripped and cut to 4,000 characters.
+    """
 
     kind: Literal["rlm.code"] = "rlm.code"
     call_id: str
@@ -40,6 +44,8 @@ class RLMCode(AgentEvent):
     index: int
     code: str
     environment: str = "kernel"
+    prose: str = ""
+    prose_after: str = ""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

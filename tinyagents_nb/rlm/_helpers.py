@@ -47,14 +47,14 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
     Returns the hook to call after every block (it reads ``answer``).
     """
 
-    def llm(prompt: str) -> str:
-        """Ask the sub-model one question; it sees only ``prompt``."""
+    def llm(prompt: str, model: object = None) -> str:
+        """Ask the sub-model one question; it sees only ``prompt`` (``model`` is the harness's choice: ignored)."""
         if not isinstance(prompt, str):
             raise TypeError(f"llm(prompt) needs a str, got {type(prompt).__name__}")
         results: list[str] = _checked(call({"op": "llm", "prompts": [prompt]}))["results"]
         return results[0]
 
-    def llm_batch(prompts: Iterable[str]) -> list[str]:
+    def llm_batch(prompts: Iterable[str], model: object = None) -> list[str]:
         """Ask the sub-model many questions in parallel; answers come back in the same order."""
         batch = list(prompts)
         for i, prompt in enumerate(batch):
@@ -83,11 +83,17 @@ def install(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..
 def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Transport) -> Callable[..., None]:
     """``rlm_query``, ``rlm_query_batched``, ``SHOW_VARS`` and ``answer``; returns the after-block hook."""
 
-    def rlm_query(prompt: str, context: object = None) -> str:
-        """Start a child RLM run on ``prompt`` with its own REPL holding ``context``; returns its answer."""
+    def rlm_query(prompt: str, context: object = None, *, model: object = None) -> str:
+        """Start a child RLM run on ``prompt`` with its own REPL holding ``context``; returns its answer.
+
+        Without a ``context`` the child's ``context`` is ``prompt`` (as in the official implementation,
+        whose ``model=`` keyword is accepted and ignored: the harness chooses the models).
+        """
         return rlm_query_batched([prompt], None if context is None else [context])[0]
 
-    def rlm_query_batched(prompts: Iterable[str], contexts: Iterable[object] | None = None) -> list[str]:
+    def rlm_query_batched(
+        prompts: Iterable[str], contexts: Iterable[object] | None = None, *, model: object = None
+    ) -> list[str]:
         """Child RLM runs, one per prompt (and context), in parallel; answers come back in the same order."""
         batch = list(prompts)
         for i, prompt in enumerate(batch):
@@ -101,8 +107,12 @@ def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Tra
         results: list[str] = _checked(call({"op": "rlm", "prompts": batch, "contexts": values}))["results"]
         return results
 
-    def SHOW_VARS() -> None:  # the protocol's name
-        """Print the REPL's own variables with their types and sizes (helpers and modules left out)."""
+    def SHOW_VARS() -> str:  # the protocol's name
+        """The REPL's own variables with their types and sizes (helpers and modules left out).
+
+        Returned, as the official implementation does (``print(SHOW_VARS())``), as a text whose
+        value shown at the end of a block is the list itself, not a quoted string.
+        """
         rows = []
         for name, value in list(namespace.items()):
             if name.startswith("_") or name in _HELPER_NAMES or type(value).__name__ == "module":
@@ -113,8 +123,7 @@ def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Tra
             except Exception:
                 pass
             rows.append(f"{name}: {type(value).__name__}{size}")
-        show = namespace.get("print", print)  # the in-process REPL captures through its own print
-        show("\n".join(rows) if rows else "(no variables yet)")
+        return _Shown("\n".join(rows) if rows else "(no variables yet)")
 
     namespace.update(rlm_query=rlm_query, rlm_query_batched=rlm_query_batched, SHOW_VARS=SHOW_VARS)
     namespace["answer"] = {"content": "", "ready": False}  # each task starts unanswered (a session keeps the rest)
@@ -135,6 +144,15 @@ def _install_recursion_and_answer(namespace: MutableMapping[str, Any], call: Tra
         seen["content"] = text
 
     return after_block
+
+
+class _Shown(str):
+    """A text that shows as itself as a block's last value (``SHOW_VARS()``), not as a quoted ``repr``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return str(self)
 
 
 def _as_text(value: object) -> str:
@@ -171,6 +189,8 @@ _HELPER_NAMES = frozenset(
         "print",
         "exit",
         "quit",
+        "get_ipython",  # what the kernel's namespace holds after a reset
+        "open",
     }
 )
 

@@ -6,7 +6,7 @@ the process: this is not a sandbox. Each block runs on its own thread so the run
 free for sub-queries and Stop.
 
 Stopping a thread: Python cannot kill one. Stop (or the block timeout) raises ``KeyboardInterrupt``
-in it with ``PyThreadState_SetAsyncExc``, which is delivered at the next bytecode boundary: a busy
+in it with ``PyThreadState_SetAsyncExc`` (only while its block runs: ``_Guard``), which is delivered at the next bytecode boundary: a busy
 Python loop stops within milliseconds, but a block inside a C call (``time.sleep(60)``, a long
 regex, a blocking read) only sees it when that call returns. The run itself does not wait: after
 ``interrupt_grace_s`` it ends and the thread is abandoned (it is a daemon thread and dies when it
@@ -39,10 +39,41 @@ __all__ = ["LocalEnvironment"]
 _POLL_S = 0.02
 
 
-def _raise_in(thread: threading.Thread) -> None:
-    ident = thread.ident
-    if ident is not None:
-        ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(KeyboardInterrupt))
+class _Guard:
+    """One block's thread, interruptible only until the block has finished.
+
+    Python gives a finished thread's id to the next thread it starts, and ``PyThreadState_SetAsyncExc``
+    takes an id: an interrupt sent after the block's thread ended (a runner cancelled or garbage
+    collected after its block was done) would land in whatever thread has that id now, such as
+    another run's block. The lock orders the two ends: once ``finish`` ran, ``interrupt`` sends nothing.
+    """
+
+    __slots__ = ("finished", "lock", "thread")
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.finished = False
+        self.thread: threading.Thread | None = None
+
+    def interrupt(self) -> bool:
+        """Raise ``KeyboardInterrupt`` in the block's thread if the block is still running."""
+        with self.lock:
+            ident = None if self.finished or self.thread is None else self.thread.ident
+            if ident is None:
+                return False
+            ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(ident), ctypes.py_object(KeyboardInterrupt))
+            return True
+
+    def finish(self, done: threading.Event) -> None:
+        """In the block's thread, last: no interrupt is sent after this; one sent just before is spent here."""
+        while True:
+            try:
+                with self.lock:
+                    self.finished = True
+                done.set()
+                return
+            except KeyboardInterrupt:
+                continue
 
 
 class LocalEnvironment:
@@ -87,8 +118,11 @@ class LocalEnvironment:
         namespace["print"] = functools.partial(print, file=buffer)
         outcome: dict[str, BaseException] = {}
         done = threading.Event()
-        thread = threading.Thread(
-            target=_run_block, args=(code, filename, namespace, buffer, outcome, done, self._after_block), daemon=True
+        guard = _Guard()
+        guard.thread = thread = threading.Thread(
+            target=_run_block,
+            args=(code, filename, namespace, buffer, outcome, done, self._after_block, guard),
+            daemon=True,
         )
         started = time.monotonic()
         thread.start()
@@ -97,8 +131,8 @@ class LocalEnvironment:
         while not done.is_set():
             try:
                 await asyncio.sleep(_POLL_S)
-            except BaseException:  # the run's deadline or its task was cancelled: do not leave the block running
-                _raise_in(thread)
+            except BaseException:  # the run's deadline, its task cancelled or collected: do not leave the block running
+                guard.interrupt()
                 raise
             now = time.monotonic()
             if interrupted_at is None:
@@ -107,7 +141,7 @@ class LocalEnvironment:
                 elif timeout_s is not None and now - started > timeout_s:
                     stopped = "timeout"
                 if stopped is not None:
-                    _raise_in(thread)
+                    guard.interrupt()
                     interrupted_at = now
             elif now - interrupted_at > self.interrupt_grace_s:
                 self.abandoned_threads += 1
@@ -140,7 +174,8 @@ def _run_block(
     buffer: BoundedOutput,
     outcome: dict[str, BaseException],
     done: threading.Event,
-    after_block: Callable[..., None] | None = None,
+    after_block: Callable[..., None] | None,
+    guard: _Guard,
 ) -> None:
     """Run ``code`` like a REPL cell: statements, then the last expression's value printed when not ``None``."""
     try:
@@ -168,4 +203,4 @@ def _run_block(
             outcome.setdefault("error", exc)
             buffer.write(f"[answer could not be reported: {type(exc).__name__}: {exc}]\n")
         finally:
-            done.set()
+            guard.finish(done)

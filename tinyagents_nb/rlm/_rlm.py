@@ -30,7 +30,7 @@ from tinyagents_nb.harness import (
 )
 from tinyagents_nb.harness.durable import ResumePlan, RunStore, plan_resume, resume_run
 
-from ._config import RLMError, RLMLimits
+from ._config import RLMLimits
 from ._dialect import CodeApproval, REPLDialect, REPLTool, RLMMiddleware, RLMRunState
 from ._environment import Environment
 from ._kernel import KernelEnvironment
@@ -86,6 +86,10 @@ class RLM:
             stops them); ``False`` stops them when each root run ends.
         keep_trajectories: How many of the latest root runs keep their events for
             ``trajectory(run)`` (``0``: none).
+        system_prompt: Replaces the protocol's system prompt (``RLM_SYSTEM_PROMPT``) as is, for
+            every run of the tree: e.g. a prompt written for the official implementation, whose
+            names (``context``, ``llm_query``, ``rlm_query``, ``SHOW_VARS``, ``answer``) the REPL has.
+            ``instructions`` and a typed answer's schema are still added after it.
     """
 
     def __init__(
@@ -104,6 +108,7 @@ class RLM:
         output_type: Any = None,
         keep_children: bool = True,
         keep_trajectories: int = 8,
+        system_prompt: str | None = None,
     ) -> None:
         self.model = resolve_model(model)
         self.sub_model = resolve_model(sub_model) if sub_model is not None else self.model
@@ -122,6 +127,9 @@ class RLM:
         self.output_type = output_type
         self.keep_children = keep_children
         self.keep_trajectories = max(0, keep_trajectories)
+        if system_prompt is not None and not system_prompt.strip():
+            raise ConfigurationError("system_prompt is empty", hint="leave it None for the protocol's own")
+        self.system_prompt = system_prompt
         self._recorders: dict[str, TrajectoryRecorder] = {}
         if output_type is not None:
             try:
@@ -144,8 +152,7 @@ class RLM:
         """
         if session is None:
             return self._build(task, dict(context or {}), self.environment, depth=0)
-        if session.closed:
-            raise RLMError("this RLM session was closed", hint="start a new session (its variables are gone)")
+        session.ensure_open()
         harness, messages = self._build(task, dict(context or {}), session.environment, depth=0, session=session)
         session.begin(task)
         return harness, messages
@@ -211,7 +218,8 @@ class RLM:
         if state.typed is not None:
             extra += f"\n{state.typed.instructions()}\n"
         opening = first_message(task, values, environment=environment.name, limits=limits)
-        system = SystemMessage(text=system_prompt(limits, depth=taught) + extra)
+        own = self.system_prompt if self.system_prompt is not None else system_prompt(limits, depth=taught)
+        system = SystemMessage(text=own + extra)
         return harness, [system, *turns, UserMessage(text=opening)]
 
     async def _spawn(self, ctx: RunContext[Any], prompt: str, context: Any, depth: int) -> AgentRun:
@@ -219,7 +227,7 @@ class RLM:
         assert self.children is not None
         env = self.children.acquire()
         try:
-            values = {} if context is None else {"context": context}
+            values = {"context": prompt if context is None else context}  # as the official children have it
             harness, messages = self._build(prompt, values, env, depth=depth)
             agent = SubAgent(CHILD_AGENT, harness, description="A child RLM run started by rlm_query.")
             return await agent.invoke_in_parent(ctx, messages)

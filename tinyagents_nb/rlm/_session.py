@@ -13,11 +13,15 @@ business) come before the next task in the RLM's transcript.
 
 Only completed runs extend the transcript (a failed or stopped run's turns are dropped, its REPL
 changes stay). Runs of one session go one at a time. ``close()`` stops the REPL (a child kernel is
-shut down); a session closed while a run is going closes when that run ends.
+shut down); a session closed while a run is going closes when that run ends. With
+``idle_timeout_s`` a session no run used for that long closes itself (a child kernel holds memory
+and a process for as long as the session lives).
 """
 
 from __future__ import annotations
 
+import math
+import threading
 from typing import TYPE_CHECKING, Any, Literal
 
 from tinyagents_nb.harness import (
@@ -54,6 +58,8 @@ class RLMSession:
         history: The chat history of the thread to join (with ``thread_id``); ``None``: the
             session keeps its transcript to itself.
         thread_id: The conversation thread the session joins.
+        idle_timeout_s: Close the session (stop its REPL) when no run has used it for this long
+            after its last run ended; ``None``: it lives until ``close()``.
     """
 
     def __init__(
@@ -62,6 +68,7 @@ class RLMSession:
         *,
         history: ChatHistory | None = None,
         thread_id: str | None = None,
+        idle_timeout_s: float | None = None,
     ) -> None:
         if environment == "kernel":
             env: KernelEnvironment | LocalEnvironment = KernelEnvironment()
@@ -71,6 +78,15 @@ class RLMSession:
             raise RLMError(f"an RLM session's environment must be 'kernel' or 'local', got {environment!r}")
         if (history is None) != (thread_id is None):
             raise RLMError("an RLM session joins a thread with both history= and thread_id=")
+        idle: object = idle_timeout_s  # checked as any value: a notebook may pass anything
+        if idle is not None and (
+            isinstance(idle, bool) or not isinstance(idle, int | float) or not math.isfinite(idle) or idle <= 0
+        ):
+            raise RLMError(f"idle_timeout_s must be a number of seconds > 0 or None, got {idle_timeout_s!r}")
+        self.idle_timeout_s = idle_timeout_s
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+        self._why_closed = "closed"
         env.keep_namespace = True
         self.environment: Environment = env
         self.history = history
@@ -86,12 +102,20 @@ class RLMSession:
 
     def begin(self, task: str = "") -> None:
         """Claim the session for one run (runs of a session go one at a time)."""
+        with self._lock:
+            self._cancel_timer()
+            self.ensure_open()
+            if self.busy:
+                raise RLMError("this RLM session is running a task", hint="wait for it to end, or use another session")
+            self.busy = True
+            self._task = task
+
+    def ensure_open(self) -> None:
+        """Raise ``RLMError`` (saying why) when the session was closed or is closing."""
         if self.closed or self._closing:
-            raise RLMError("this RLM session was closed", hint="start a new session (its variables are gone)")
-        if self.busy:
-            raise RLMError("this RLM session is running a task", hint="wait for it to end, or use another session")
-        self.busy = True
-        self._task = task
+            raise RLMError(
+                f"this RLM session was {self._why_closed}", hint="start a new session (its variables are gone)"
+            )
 
     def thread_turns(self) -> list[Message]:
         """The thread's chat turns since this session's last answer, as plain text turns (empty when not joined)."""
@@ -114,9 +138,14 @@ class RLMSession:
 
     def close(self) -> None:
         """Stop the session's REPL (its variables are lost); during a run, when the run ends."""
-        if self.busy:
-            self._closing = True
-            return
+        with self._lock:
+            self._cancel_timer()
+            if self.busy:
+                self._closing = True
+                return
+            if self.closed:
+                return
+            self.closed = True
         self._shut()
 
     def _shut(self) -> None:
@@ -124,9 +153,30 @@ class RLMSession:
         self._closing = False
         self.environment.close()
 
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _idle(self, timer: threading.Timer) -> None:
+        with self._lock:
+            if timer is not self._timer or self.busy or self.closed:
+                return  # a run began (or the session closed) since this timer was set
+            self._timer = None
+            self.closed = True
+            self._why_closed = f"closed after {self.idle_timeout_s:g} s without a run (idle_timeout_s)"
+        self._shut()
+
     def _ended(self) -> None:
-        self.busy = False
-        if self._closing:
+        with self._lock:
+            self.busy = False
+            closing = self._closing
+            if not closing and self.idle_timeout_s is not None and not self.closed:
+                timer = threading.Timer(self.idle_timeout_s, lambda: self._idle(timer))
+                timer.daemon = True
+                self._timer = timer
+                timer.start()
+        if closing:
             self._shut()
 
     def __repr__(self) -> str:

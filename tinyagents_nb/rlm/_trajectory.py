@@ -39,7 +39,8 @@ __all__ = [
 ]
 
 TRAJECTORY_FORMAT = "tinyagents-nb/rlm-trajectory"
-TRAJECTORY_VERSION = 1
+TRAJECTORY_VERSION = 2
+"""Version 2 added the model's prose around each step's code; version 1 files are read (without it)."""
 
 
 class TrajectoryError(RLMError):

@@ -159,6 +159,7 @@ def _work(run: _Run, event: AgentEvent, runs: dict[str, _Run]) -> None:
     """Code steps, sub-calls, model calls, usage and cost."""
     if isinstance(event, RLMCode):
         run.open_step = {"iteration": event.iteration, "index": event.index, "code": event.code, "sub_calls": []}
+        run.open_step.update(prose=event.prose, prose_after=event.prose_after)
         run.steps.append(run.open_step)
     elif isinstance(event, RLMOutput):
         step = run.open_step
@@ -224,6 +225,8 @@ def _freeze(run: _Run, scrub: Callable[[str], str] | None) -> TrajectoryRun:
             duration_s=step.get("duration_s", 0.0),
             truncated=step.get("truncated", False),
             sub_calls=tuple(step["sub_calls"]),
+            prose=clean(step.get("prose", "")),
+            prose_after=clean(step.get("prose_after", "")),
         )
         for step in run.steps
     )

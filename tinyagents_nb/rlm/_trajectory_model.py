@@ -22,6 +22,8 @@ class TrajectoryStep:
         error_type: The exception it raised, or ``None``.
         duration_s: Its wall time.
         sub_calls: The run ids of the ``llm``/``llm_batch``/``rlm_query`` children it started.
+        prose: The model's text before the block in its reply (format version 2; ``""`` in version 1).
+        prose_after: The text after the reply's last block, on that block's step (version 2).
     """
 
     iteration: int
@@ -32,6 +34,8 @@ class TrajectoryStep:
     duration_s: float = 0.0
     truncated: bool = False
     sub_calls: tuple[str, ...] = ()
+    prose: str = ""
+    prose_after: str = ""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from decimal import Decimal
 from typing import Any, Final
 
-from ._format import esc, format_duration, truncate
+from ._format import esc, format_duration, format_usd, truncate
 from ._safe_markdown import safe_markdown
 
 __all__ = ["Alert", "CodeStep", "Decision", "RunLog", "alert_for_guardrail", "alert_for_limit"]
@@ -191,7 +192,7 @@ def alert_for_limit(event: Any, caption: str) -> Alert:
     cap = ""
     if maximum is not None:
         cap = (
-            f" of ${maximum:g}"
+            f" of {format_usd(Decimal(str(maximum)))}"  # one money format, as in the next line's error
             if limit == "cost_usd"
             else f" of {maximum:,g}" + (" s" if limit == "wall_clock" else "")
         )

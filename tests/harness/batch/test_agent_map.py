@@ -205,6 +205,12 @@ async def test_stop_leaves_rows_in_flight_pending_and_progress_counts() -> None:
     assert "pending" in snap.line()
 
 
+def test_the_progress_line_uses_the_one_money_format() -> None:
+    progress = MapProgress("p")
+    progress.max_cost_usd = 0.05
+    assert "$0.000000 of $0.050000" in progress.snapshot().line()
+
+
 @pytest.mark.filterwarnings("ignore:no price known")
 def test_unknown_price_counts_as_unknown_cost(replay_server: ReplayServer) -> None:
     replay_server.respond_with(lambda body: (200, chat_completion("hi", model="mystery-1", usage=usage_body(5, 5))))

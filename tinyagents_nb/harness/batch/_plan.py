@@ -141,7 +141,7 @@ class MapPlan:
         in_flight = progress.in_flight + rows
         cap = self.max_cost_usd
         if cap is not None and progress.cost_usd + in_flight * progress.cost_usd / ran > cap:
-            self.stop("budget", f"the map's ${cap:g} budget would be passed by the next row")
+            self.stop("budget", f"the map's ${cap:,.6f} budget would be passed by the next row")
             return False
         tokens = self.max_total_tokens
         if tokens is not None and progress.tokens + in_flight * progress.tokens / ran > tokens:

@@ -49,9 +49,9 @@ class MapSnapshot:
 
     def line(self) -> str:
         """One line: the counts, speed and spend, e.g. for a static record or a log."""
-        cost = "cost unknown" if self.cost_unknown else f"${self.cost_usd:.4f}"
+        cost = "cost unknown" if self.cost_unknown else f"${self.cost_usd:,.6f}"
         if self.max_cost_usd is not None:
-            cost += f" of ${self.max_cost_usd:g}"
+            cost += f" of ${self.max_cost_usd:,.6f}"
         parts = [
             f"{self.name}: {self.state}",
             f"{self.done:,} done",

@@ -49,6 +49,7 @@ _H = TypeVar("_H")
 
 _SEP = "\x1f"  # joins namespace segments in SQLite; segments may not contain control characters
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+_PAUSES = random.Random()  # busy pauses draw from their own stream, never the notebook's global one
 _NUL = re.compile(r"\x00")
 _MAX_DEPTH = 100
 
@@ -481,5 +482,5 @@ def _prepare(conn: sqlite3.Connection, busy_timeout_s: float, synchronous: str |
         except sqlite3.OperationalError as exc:
             if not _is_busy(exc) or time.monotonic() + pause > give_up:
                 raise
-        time.sleep(pause * (0.5 + random.random()))
+        time.sleep(pause * (0.5 + _PAUSES.random()))
         pause = min(pause * 2, 0.05)
