@@ -202,15 +202,7 @@ class ToolPhase:
         now = self.clock.monotonic()
         live, self.live_tools = self.live_tools, {}
         for call, started in live.values():
-            self.ctx.emit(
-                ToolFailed,
-                call_id=call.id,
-                tool_name=call.name,
-                error_type=type(exc).__name__,
-                error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
-                duration_s=now - started,
-                status="cancelled",
-            )
+            emit_interrupted(self.ctx, call, exc, now - started)
 
     async def _admit(self, call: ToolCall) -> tuple[Tool, ToolCall] | ToolResult:
         """The tool and the call to run (with the arguments a person approved), or the result that answers it.
@@ -293,3 +285,16 @@ def _ended_as(error: BaseException) -> str:
     if isinstance(error, RunTimeout):
         return "timed_out"
     return "failed"
+
+
+def emit_interrupted(ctx: RunContext[Any], call: ToolCall, exc: BaseException, duration_s: float) -> None:
+    """Close a started tool call that ``exc`` cut off, so every ``tool.started`` has its end event."""
+    ctx.emit(
+        ToolFailed,
+        call_id=call.id,
+        tool_name=call.name,
+        error_type=type(exc).__name__,
+        error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
+        duration_s=duration_s,
+        status="cancelled",
+    )

@@ -18,7 +18,7 @@ from .._context import RunContext
 from .._cost import CostUnknownWarning
 from .._errors import ConfigurationError, LimitExceeded, RunTimeout, SubAgentDepthError
 from .._event_text import preview
-from .._events import RunResumed, ToolCompleted, ToolFailed, ToolReplayed, ToolStarted
+from .._events import RunResumed, ToolCompleted, ToolReplayed, ToolStarted
 from .._messages import (
     AssistantMessage,
     Message,
@@ -30,6 +30,7 @@ from .._messages import (
 from .._middleware import MiddlewareStack
 from .._policy import RunPolicy
 from .._run import AgentRun
+from .._tool_phase import emit_interrupted
 from .._tool_progress import bind_reporter, unbind_reporter
 from .._tool_registry import ToolRegistry
 from .._tools import Tool, ToolResult
@@ -312,15 +313,7 @@ class _Report:
         )
 
     def failed(self, call: ToolCall, exc: BaseException, started: float) -> None:
-        self.ctx.emit(
-            ToolFailed,
-            call_id=call.id,
-            tool_name=call.name,
-            error_type=type(exc).__name__,
-            error=f"the run was interrupted ({type(exc).__name__}) while the tool ran",
-            duration_s=self.ctx.clock.monotonic() - started,
-            status="cancelled",
-        )
+        emit_interrupted(self.ctx, call, exc, self.ctx.clock.monotonic() - started)
 
     def replayed(self, call: ToolCall, message: ToolMessage) -> None:
         self.count += 1
