@@ -29,7 +29,6 @@ from .._messages import (
 )
 from .._middleware import MiddlewareStack
 from .._policy import RunPolicy
-from .._run import AgentRun
 from .._tool_phase import emit_interrupted
 from .._tool_progress import bind_reporter, unbind_reporter
 from .._tool_registry import ToolRegistry
@@ -45,8 +44,6 @@ class Resumable(Protocol):
     tools: ToolRegistry
     middleware: MiddlewareStack
     policy: RunPolicy
-
-    async def invoke_in_context(self, ctx: RunContext[Any], input: list[Message]) -> AgentRun: ...
 
 
 __all__ = ["ResumePlan", "plan_resume", "replay_answered"]
